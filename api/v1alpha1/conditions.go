@@ -1,0 +1,66 @@
+package v1alpha1
+
+// Condition types of an EtcdMember.
+const (
+	// ConditionJoined is True while the member recorded in status.memberID is in etcd's member list.
+	ConditionJoined = "Joined"
+
+	// ConditionLeft reports a leave request: False while it is pending, refused or failing (the
+	// reason says which), True once the member is out of etcd. Absent when no leave was asked for.
+	ConditionLeft = "Left"
+)
+
+// Reasons of the Joined condition.
+const (
+	// ReasonInMemberList (Joined=True): etcd lists the member.
+	ReasonInMemberList = "InMemberList"
+
+	// ReasonRejoined (Joined=True): the node came back as a new member under the same name; the
+	// object now tracks the new member ID and the earlier leave is complete.
+	ReasonRejoined = "Rejoined"
+
+	// ReasonRemoved (Joined=False, and Left=True): etcdmember removed the member on request.
+	ReasonRemoved = "Removed"
+
+	// ReasonNotFound (Joined=False, and Left=True when a leave was asked for): the member is gone
+	// from etcd for another reason, e.g. someone ran etcdctl member remove.
+	ReasonNotFound = "NotFound"
+)
+
+// Reasons of the Left condition while it is False.
+const (
+	// ReasonRemoving: the controller decided to remove the member and is doing so now. Seen after a
+	// crash, it tells the next leader that a removal may already have happened.
+	ReasonRemoving = "Removing"
+
+	// ReasonHandingOver: the leading agent runs on this member's own node, so it gives up
+	// leadership for another agent to perform the removal.
+	ReasonHandingOver = "HandingOver"
+
+	// ReasonNoOtherAgent: no other agent took over leadership, so nobody can remove the member of
+	// the node the only agent runs on. Start an agent on another etcd node.
+	ReasonNoOtherAgent = "NoOtherAgent"
+
+	// ReasonQuorumAtRisk: removing the member now would leave fewer healthy voters than the quorum
+	// of the smaller cluster. The request is re-checked as member health changes.
+	ReasonQuorumAtRisk = "QuorumAtRisk"
+
+	// ReasonLastVoter: the member is the cluster's only voter; etcd cannot run without it.
+	ReasonLastVoter = "LastVoter"
+
+	// ReasonNoMemberID: the object records no member ID, so there is nothing safe to remove.
+	ReasonNoMemberID = "NoMemberID"
+
+	// ReasonEtcdError: etcd refused or failed the removal; the message carries etcd's error and the
+	// request is retried with back-off.
+	ReasonEtcdError = "EtcdError"
+)
+
+// AnnotationForceLeave, set to "true" on an EtcdMember, makes the leave controller skip its quorum
+// guard for that member. For disaster recovery only: removing a healthy voter while others are
+// down can cost the cluster its quorum. etcd's own --strict-reconfig-check still applies, and
+// every forced removal is recorded in a Warning Event.
+const AnnotationForceLeave = "etcdmember.io/force-leave"
+
+// ReasonForced is the Event reason of a removal that skipped the quorum guard.
+const ReasonForced = "ForcedLeave"

@@ -1,0 +1,93 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// EtcdMemberSpec is what an operator asks of a member.
+type EtcdMemberSpec struct {
+	// leave asks for this member's removal from etcd. The leave controller removes the member
+	// recorded in status.memberID (never a member found by name) and reports progress and outcome in
+	// the Left condition. Setting it back to false cancels a request that has not completed yet.
+	// +kubebuilder:default=false
+	// +optional
+	Leave bool `json:"leave"`
+}
+
+// EtcdMemberStatus is what etcdmember observed of the member. Only the agents write it.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.memberID) || has(self.memberID)",message="memberID cannot be unset once recorded"
+type EtcdMemberStatus struct {
+	// memberID is the etcd member ID in lowercase hex, as etcdctl prints it.
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{1,16}$`
+	// +optional
+	MemberID string `json:"memberID,omitempty"`
+
+	// name is the member's name in etcd. It differs from the object's name only when the etcd
+	// name is not a valid object name.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// peerURLs are the URLs the other members reach this member on, as etcd records them.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.all(u, isURL(u) && url(u).getScheme() in ['http', 'https', 'unix', 'unixs'])",message="peerURLs must be http(s) or unix(s) URLs"
+	// +listType=atomic
+	// +optional
+	PeerURLs []string `json:"peerURLs,omitempty"`
+
+	// clientURLs are the URLs clients reach this member on. Empty while the member has never
+	// started.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.all(u, isURL(u) && url(u).getScheme() in ['http', 'https', 'unix', 'unixs'])",message="clientURLs must be http(s) or unix(s) URLs"
+	// +listType=atomic
+	// +optional
+	ClientURLs []string `json:"clientURLs,omitempty"`
+
+	// isLearner is true while the member is a non-voting learner.
+	// +optional
+	IsLearner bool `json:"isLearner"`
+
+	// observedGeneration is the metadata.generation the status was last computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions: Joined (is the member in etcd?) and Left (how is the leave request going?).
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// EtcdMember is one etcd member, registered by the agent on its node. Setting spec.leave asks the
+// leader-elected controller to remove the member from etcd; the object then stays as history until
+// it is deleted, and is taken over again if the node re-joins under the same name.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=em,categories=etcd
+// +kubebuilder:printcolumn:name="Member ID",type=string,JSONPath=`.status.memberID`
+// +kubebuilder:printcolumn:name="Peer URLs",type=string,JSONPath=`.status.peerURLs`
+// +kubebuilder:printcolumn:name="Learner",type=boolean,JSONPath=`.status.isLearner`
+// +kubebuilder:printcolumn:name="Joined",type=string,JSONPath=`.status.conditions[?(@.type=="Joined")].status`
+// +kubebuilder:printcolumn:name="Leave",type=boolean,JSONPath=`.spec.leave`
+// +kubebuilder:printcolumn:name="Left",type=string,JSONPath=`.status.conditions[?(@.type=="Left")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type EtcdMember struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec EtcdMemberSpec `json:"spec,omitempty"`
+	// +optional
+	Status EtcdMemberStatus `json:"status,omitempty"`
+}
+
+// EtcdMemberList is a list of EtcdMember.
+// +kubebuilder:object:root=true
+type EtcdMemberList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdMember `json:"items"`
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"flag"
+
+	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/etcdmember/etcdmember/internal/agent"
+)
+
+func newAgentCommand() *cobra.Command {
+	opts := agent.DefaultOptions()
+	zapOpts := zap.Options{}
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Register this node's etcd member and take part in running the leave controller",
+		Long: `The agent runs on every etcd node. It learns which member is local from the local etcd
+endpoint, keeps that member's EtcdMember object up to date, and campaigns for the leader Lease; the
+leader removes members whose object has spec.leave: true, one at a time, never its own.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger := zap.New(zap.UseFlagOptions(&zapOpts))
+			ctrl.SetLogger(logger)
+			ctx := ctrl.LoggerInto(cmd.Context(), logger)
+			return agent.Run(ctx, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty means in-cluster config or $KUBECONFIG.")
+	f.StringSliceVar(&opts.EtcdEndpoints, "etcd-endpoints", nil, "Client URL(s) of the local etcd member (required).")
+	f.StringVar(&opts.EtcdCACert, "etcd-cacert", "", "CA bundle to verify etcd's serving certificates.")
+	f.StringVar(&opts.EtcdCert, "etcd-cert", "", "Client certificate for etcd.")
+	f.StringVar(&opts.EtcdKey, "etcd-key", "", "Client key for etcd.")
+	f.StringVar(&opts.Name, "name", "", "Object name of the local member (default: the local member's etcd name).")
+	f.BoolVar(&opts.LeaderElect, "leader-elect", opts.LeaderElect, "Elect one agent to run the leave controller. Without it this agent always leads, and can never remove its own member.")
+	f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", opts.LeaderElectionNamespace, "Namespace of the leader election Lease.")
+	f.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", opts.LeaseDuration, "How long a leader's Lease holds without renewal; bounds failover time.")
+	f.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", opts.RenewDeadline, "How long the leader keeps trying to renew before giving up leadership.")
+	f.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", opts.RetryPeriod, "How often candidates try to acquire, and the leader to renew, the Lease.")
+	f.StringVar(&opts.EventsNamespace, "events-namespace", opts.EventsNamespace, "Namespace the agent writes its Events to.")
+	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", opts.MetricsBindAddress, `Address of the Prometheus metrics endpoint; "0" turns it off.`)
+	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", opts.HealthProbeBindAddress, `Address of /healthz and /readyz; "0" turns them off.`)
+	f.DurationVar(&opts.EtcdWaitTimeout, "etcd-wait-timeout", opts.EtcdWaitTimeout, "How long to wait at start for the local etcd to answer before exiting with an error.")
+	f.DurationVar(&opts.SyncInterval, "sync-interval", opts.SyncInterval, "How often the agent re-reads its local member and refreshes its object (writes only on change).")
+	f.DurationVar(&opts.MembershipPollInterval, "membership-poll-interval", opts.MembershipPollInterval, "How often the leader reads etcd's member list to notice changes made outside etcdmember.")
+	f.DurationVar(&opts.ProbeTimeout, "probe-timeout", opts.ProbeTimeout, "Timeout of the direct health probe of each voter before a removal.")
+	f.DurationVar(&opts.RecheckInterval, "recheck-interval", opts.RecheckInterval, "How often a leave refused by the quorum guard is checked again.")
+	f.DurationVar(&opts.HandOverRetry, "hand-over-retry", opts.HandOverRetry, "How often the leader retries handing leadership over when its own member must leave.")
+	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
+	zapOpts.BindFlags(goFlags)
+	f.AddGoFlagSet(goFlags)
+	return cmd
+}

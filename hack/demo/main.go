@@ -1,0 +1,111 @@
+// Command demo runs etcdmember's local lab: three etcd members on their own loopback addresses,
+// a kube-apiserver on top, the CRD and three agents. It asks one member to leave, shows it gone
+// from etcd with its object kept as history, brings the node back wiped and re-added, shows it
+// re-joined under the same name with a new member ID, and cleans everything up.
+//
+// Run it with `make demo`, which builds the binaries first.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/etcdmember/etcdmember/test/framework"
+)
+
+func main() {
+	l := newLab()
+	err := l.run(func() { demo(l) })
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo failed:", err)
+		os.Exit(1)
+	}
+	fmt.Println("\nDone: the lab is stopped and its files are removed.")
+}
+
+func demo(l *lab) {
+	step("Starting the lab: 3 etcd members, each on its own loopback address")
+	cluster := framework.NewCluster(l, framework.ClusterConfig{Size: 3})
+	for _, m := range cluster.Members() {
+		fmt.Printf("    %s  member %-16s  %s\n", m.Name, m.IDHex(), m.ClientURL())
+	}
+	api := framework.StartAPIServer(l, cluster)
+	fmt.Printf("    kube-apiserver at %s, storing in that etcd cluster\n", api.URL())
+
+	step("Installing the CRD and the agent's RBAC")
+	show(l, api, "apply", "-k", "config/default")
+
+	step("Starting one etcdmember agent per member")
+	agents := map[string]*framework.Agent{}
+	for _, m := range cluster.Members() {
+		agents[m.Name] = framework.StartAgent(l, m, api)
+		fmt.Printf("    agent for %s registered its member\n", m.Name)
+	}
+	show(l, api, "get", "etcdmembers")
+	etcdctl(l, cluster, "member", "list", "-w", "table")
+
+	leaving := cluster.Member("node-2")
+	oldID := leaving.IDHex()
+	step("Asking node-2 to leave, then waiting for Joined=False")
+	show(l, api, "patch", "etcdmember", "node-2", "--type", "merge", "-p", `{"spec":{"leave":true}}`)
+	show(l, api, "wait", "etcdmember/node-2", "--for=condition=Joined=false", "--timeout=60s")
+	etcdctl(l, cluster, "member", "list", "-w", "table")
+	fmt.Println("\n    The object stays as history:")
+	show(l, api, "get", "etcdmembers")
+	show(l, api, "get", "etcdmember", "node-2", "-o",
+		`jsonpath={range .status.conditions[*]}{.type}={.status} ({.reason}) {.message}{"\n"}{end}`)
+	show(l, api, "get", "events.events.k8s.io", "-n", "kube-system", "--field-selector", "regarding.name=node-2",
+		"-o", "custom-columns=TYPE:.type,REASON:.reason,NOTE:.note")
+
+	step("Bringing node-2 back: data wiped, re-added to etcd, restarted")
+	cluster.Rejoin(l, leaving, false)
+	fmt.Printf("    node-2 is now member %s (was %s)\n", leaving.IDHex(), oldID)
+	show(l, api, "wait", "etcdmember/node-2", "--for=jsonpath={.status.memberID}="+leaving.IDHex(), "--timeout=60s")
+	show(l, api, "get", "etcdmembers")
+	show(l, api, "get", "etcdmember", "node-2", "-o",
+		`jsonpath={range .status.conditions[*]}{.type}={.status} ({.reason}) {.message}{"\n"}{end}`)
+	etcdctl(l, cluster, "member", "list", "-w", "table")
+
+	step("Cleaning up")
+}
+
+func step(title string) { fmt.Printf("\n==> %s\n", title) }
+
+// show prints a kubectl command the way an operator would type it, then its output.
+func show(l *lab, api *framework.APIServer, args ...string) {
+	fmt.Printf("\n$ kubectl %s\n", quoteArgs(args))
+	fmt.Print(indent(api.MustKubectl(l, args...)))
+}
+
+func etcdctl(l *lab, c *framework.Cluster, args ...string) {
+	fmt.Printf("\n$ etcdctl %s\n", quoteArgs(args))
+	out, err := framework.Etcdctl(l, c, args...)
+	if err != nil {
+		l.Fatalf("%v\n%s", err, out)
+	}
+	fmt.Print(indent(out))
+}
+
+func quoteArgs(args []string) string {
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		if strings.ContainsAny(a, ` {}"'$`) {
+			a = "'" + a + "'"
+		}
+		quoted[i] = a
+	}
+	return strings.Join(quoted, " ")
+}
+
+func indent(s string) string {
+	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return ""
+	}
+	return "    " + strings.ReplaceAll(s, "\n", "\n    ") + "\n"
+}
+
+// errFatal unwinds the demo from lab.Fatalf, as testing.T.FailNow does for tests.
+var errFatal = errors.New("demo step failed")

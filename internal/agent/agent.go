@@ -1,0 +1,206 @@
+// Package agent runs on every etcd node: it registers the local member as an EtcdMember object
+// and takes part in electing the leader that runs the leave controller.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/internal/controller"
+	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/etcdmember/internal/events"
+)
+
+// Options configures an agent. The etcd TLS fields take etcdctl's names.
+type Options struct {
+	Kubeconfig    string
+	EtcdEndpoints []string
+	EtcdCACert    string
+	EtcdCert      string
+	EtcdKey       string
+	// Name is the object name of the local member; empty means its etcd name.
+	Name string
+
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	LeaseDuration           time.Duration
+	RenewDeadline           time.Duration
+	RetryPeriod             time.Duration
+	EventsNamespace         string
+
+	MetricsBindAddress     string
+	HealthProbeBindAddress string
+
+	// EtcdWaitTimeout bounds how long the agent waits for the local etcd to answer at start.
+	EtcdWaitTimeout        time.Duration
+	SyncInterval           time.Duration
+	MembershipPollInterval time.Duration
+	ProbeTimeout           time.Duration
+	RecheckInterval        time.Duration
+	HandOverRetry          time.Duration
+}
+
+// DefaultOptions returns the defaults the CLI shows.
+func DefaultOptions() Options {
+	return Options{
+		LeaderElect:             true,
+		LeaderElectionNamespace: "kube-system",
+		LeaseDuration:           8 * time.Second,
+		RenewDeadline:           6 * time.Second,
+		RetryPeriod:             time.Second,
+		EventsNamespace:         "kube-system",
+		MetricsBindAddress:      ":9469",
+		HealthProbeBindAddress:  ":9470",
+		EtcdWaitTimeout:         2 * time.Minute,
+		SyncInterval:            10 * time.Second,
+		MembershipPollInterval:  controller.DefaultMembershipPollInterval,
+		ProbeTimeout:            controller.DefaultProbeTimeout,
+		RecheckInterval:         controller.DefaultRecheckInterval,
+		HandOverRetry:           controller.DefaultHandOverRetry,
+	}
+}
+
+// Validate reports flag values that cannot work.
+func (o Options) Validate() error {
+	var errs []error
+	if len(o.EtcdEndpoints) == 0 {
+		errs = append(errs, errors.New("--etcd-endpoints is required: the local member's client URL"))
+	}
+	if (o.EtcdCert == "") != (o.EtcdKey == "") {
+		errs = append(errs, errors.New("--etcd-cert and --etcd-key go together"))
+	}
+	if o.LeaderElect && (o.RetryPeriod >= o.RenewDeadline || o.RenewDeadline >= o.LeaseDuration) {
+		errs = append(errs, fmt.Errorf("leader election needs retry period (%s) < renew deadline (%s) < lease duration (%s)",
+			o.RetryPeriod, o.RenewDeadline, o.LeaseDuration))
+	}
+	for name, d := range map[string]time.Duration{
+		"--sync-interval": o.SyncInterval, "--membership-poll-interval": o.MembershipPollInterval,
+		"--probe-timeout": o.ProbeTimeout, "--etcd-wait-timeout": o.EtcdWaitTimeout,
+	} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Run runs the agent until ctx ends. It returns an error when the agent cannot start: bad
+// configuration, unreadable certificates, or a local etcd that did not answer in time.
+func Run(ctx context.Context, opts Options) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	log := logf.FromContext(ctx)
+	restConfig, err := loadKubeconfig(opts.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	etcdClient, err := etcd.New(etcd.Config{
+		Endpoints: opts.EtcdEndpoints, CACert: opts.EtcdCACert, Cert: opts.EtcdCert, Key: opts.EtcdKey,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = etcdClient.Close() }()
+	local, err := waitForLocalMember(ctx, etcdClient, opts.EtcdEndpoints[0], opts.EtcdWaitTimeout)
+	if err != nil {
+		return err
+	}
+	log.Info("Local etcd member found", "memberID", etcd.IDString(local))
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                 scheme,
+		Logger:                 log,
+		Metrics:                metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		HealthProbeBindAddress: opts.HealthProbeBindAddress,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	writer, err := client.New(restConfig, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("creating the API client: %w", err)
+	}
+	recorder := &events.Recorder{Client: writer, Namespace: opts.EventsNamespace, Instance: opts.Name}
+	registrar := &Registrar{
+		Reader: mgr.GetAPIReader(), Client: writer, Etcd: etcdClient, Events: recorder,
+		Endpoint: opts.EtcdEndpoints[0], Name: opts.Name, Interval: opts.SyncInterval,
+	}
+	identityName := opts.Name
+	if identityName == "" {
+		identityName = etcd.IDString(local)
+	}
+	lead := &leadership{
+		opts: opts, rest: restConfig, etcd: etcdClient, events: recorder, registrar: registrar,
+		identity: newIdentity(identityName),
+	}
+	if recorder.Instance == "" {
+		recorder.Instance = lead.identity
+	}
+	if err := mgr.Add(registrar); err != nil {
+		return err
+	}
+	if err := mgr.Add(lead); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("registered", func(*http.Request) error { return registrar.Ready() }); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+func loadKubeconfig(path string) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	return cfg, nil
+}
+
+// waitForLocalMember asks the local endpoint for its member ID until it answers: at boot the
+// agent often starts before etcd does, and that is worth waiting for, not failing on.
+func waitForLocalMember(ctx context.Context, c *etcd.Client, endpoint string, timeout time.Duration) (uint64, error) {
+	log := logf.FromContext(ctx)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	backoff := 200 * time.Millisecond
+	for {
+		st, err := c.Status(ctx, endpoint)
+		if err == nil {
+			return st.MemberID, nil
+		}
+		log.Info("Waiting for the local etcd member", "endpoint", endpoint, "error", err.Error())
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("local etcd at %s did not answer within %s: %w", endpoint, timeout, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}

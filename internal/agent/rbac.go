@@ -1,0 +1,11 @@
+package agent
+
+// What the agent does with the API, and nothing more: controller-gen turns these markers into
+// config/rbac. The registrar creates and updates its own member's object; the leader watches all
+// of them and writes their status; every agent campaigns for the Lease and writes Events, both
+// in kube-system only.
+
+// +kubebuilder:rbac:groups=etcdmember.io,resources=etcdmembers,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=etcdmember.io,resources=etcdmembers/status,verbs=get;update
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=kube-system,resources=leases,verbs=get;create;update
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=kube-system,resources=events,verbs=create

@@ -1,0 +1,211 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/etcdmember/internal/events"
+	"github.com/etcdmember/etcdmember/internal/naming"
+	"github.com/etcdmember/etcdmember/internal/status"
+)
+
+const apiTimeout = 10 * time.Second
+
+// errNotMember means the local etcd answers but is not in the cluster's member list: it was
+// removed and has not shut down yet, or it is not part of this cluster at all.
+var errNotMember = errors.New("the local etcd member is not in the cluster's member list")
+
+// Registrar keeps the local member's EtcdMember object: it creates it, keeps what the local member
+// knows about itself in status, and takes the object over when the node re-joins as a new member.
+// It runs on every agent, leader or not.
+type Registrar struct {
+	Reader   client.Reader
+	Client   client.Client
+	Etcd     *etcd.Client
+	Events   *events.Recorder
+	Endpoint string
+	// Name overrides the local member's etcd name as the object's name.
+	Name     string
+	Interval time.Duration
+
+	local      atomic.Uint64
+	registered atomic.Bool
+}
+
+// LocalMemberID returns the local member's ID, or 0 before the first successful sync.
+func (r *Registrar) LocalMemberID() uint64 { return r.local.Load() }
+
+// NeedLeaderElection lets the registrar run on every agent.
+func (r *Registrar) NeedLeaderElection() bool { return false }
+
+// Start syncs now and then every Interval until ctx ends.
+func (r *Registrar) Start(ctx context.Context) error {
+	log := logf.FromContext(ctx).WithName("register")
+	ctx = logf.IntoContext(ctx, log)
+	for {
+		if err := r.sync(ctx); err != nil {
+			r.registered.Store(false)
+			log.Error(err, "Registering the local member failed; retrying", "in", r.Interval)
+		} else {
+			r.registered.Store(true)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(r.Interval):
+		}
+	}
+}
+
+// Ready reports whether the last sync succeeded; it backs the agent's readiness probe.
+func (r *Registrar) Ready() error {
+	if !r.registered.Load() {
+		return errors.New("local member not registered yet")
+	}
+	return nil
+}
+
+func (r *Registrar) sync(ctx context.Context) error {
+	self, err := r.localMember(ctx)
+	if err != nil {
+		return err
+	}
+	name := r.Name
+	if name == "" {
+		name = self.Name
+	}
+	objName := naming.ObjectName(name)
+	if objName == "" {
+		return errors.New("the local member has no name yet; pass --name")
+	}
+	// The object is read after etcd: if the leader removes the member in between, the status
+	// update below conflicts on resourceVersion instead of reviving a removed member.
+	obj := &v1alpha1.EtcdMember{}
+	err = r.get(ctx, objName, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return r.create(ctx, objName, self)
+	case err != nil:
+		return err
+	}
+	localID := etcd.IDString(self.ID)
+	switch obj.Status.MemberID {
+	case "", localID:
+		return r.refresh(ctx, obj, self)
+	}
+	return r.takeOver(ctx, obj, self)
+}
+
+// localMember asks the local endpoint which member it is, then finds it in the member list.
+func (r *Registrar) localMember(ctx context.Context) (etcd.Member, error) {
+	st, err := r.Etcd.Status(ctx, r.Endpoint)
+	if err != nil {
+		return etcd.Member{}, err
+	}
+	members, err := r.Etcd.MemberList(ctx)
+	if err != nil {
+		return etcd.Member{}, err
+	}
+	for _, m := range members {
+		if m.ID == st.MemberID {
+			r.local.Store(m.ID)
+			return m, nil
+		}
+	}
+	return etcd.Member{}, fmt.Errorf("member %s: %w", etcd.IDString(st.MemberID), errNotMember)
+}
+
+func (r *Registrar) get(ctx context.Context, name string, obj *v1alpha1.EtcdMember) error {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	return r.Reader.Get(ctx, types.NamespacedName{Name: name}, obj)
+}
+
+func (r *Registrar) create(ctx context.Context, objName string, self etcd.Member) error {
+	obj := &v1alpha1.EtcdMember{ObjectMeta: metav1.ObjectMeta{Name: objName}}
+	logf.FromContext(ctx).Info("Registering local member", "object", objName, "memberID", etcd.IDString(self.ID))
+	cctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	if err := r.Client.Create(cctx, obj); err != nil {
+		return fmt.Errorf("creating EtcdMember %s: %w", objName, err)
+	}
+	return r.refresh(ctx, obj, self)
+}
+
+// refresh writes what the local member knows about itself, when it changed. It never touches
+// spec.leave: a pending leave for this very member must survive any agent restart.
+func (r *Registrar) refresh(ctx context.Context, obj *v1alpha1.EtcdMember, self etcd.Member) error {
+	if status.HasReason(obj, v1alpha1.ConditionJoined, v1alpha1.ReasonRemoved) {
+		// The leader removed this member; etcd here has not noticed yet.
+		return nil
+	}
+	before := obj.DeepCopy()
+	status.Observe(obj, self)
+	if equality.Semantic.DeepEqual(before.Status, obj.Status) {
+		return nil
+	}
+	return r.writeStatus(ctx, obj)
+}
+
+// takeOver adopts an object that records another member ID. That is only right when the recorded
+// member is gone from etcd: the node was wiped and re-added under the same name, so the earlier
+// leave (if any) is complete and is cleared. If the recorded member is still in etcd, two live
+// members share a name and the object stays with the one it has.
+func (r *Registrar) takeOver(ctx context.Context, obj *v1alpha1.EtcdMember, self etcd.Member) error {
+	members, err := r.Etcd.MemberList(ctx)
+	if err != nil {
+		return err
+	}
+	previous := obj.Status.MemberID
+	for _, m := range members {
+		if etcd.IDString(m.ID) == previous {
+			return fmt.Errorf("EtcdMember %s records member %s, which is still in etcd; the local member %s has the same name: %w",
+				obj.Name, previous, etcd.IDString(self.ID), errNameTaken)
+		}
+	}
+	log := logf.FromContext(ctx)
+	if obj.Spec.Leave {
+		log.Info("Clearing the completed leave of the earlier member", "object", obj.Name, "previousMemberID", previous)
+		obj.Spec.Leave = false
+		uctx, cancel := context.WithTimeout(ctx, apiTimeout)
+		defer cancel()
+		if err := r.Client.Update(uctx, obj); err != nil {
+			return fmt.Errorf("clearing spec.leave of %s: %w", obj.Name, err)
+		}
+	}
+	log.Info("Re-joined under an existing name", "object", obj.Name, "memberID", etcd.IDString(self.ID), "previousMemberID", previous)
+	status.Observe(obj, self)
+	obj.Status.ObservedGeneration = obj.Generation
+	status.Remove(obj, v1alpha1.ConditionLeft)
+	msg := fmt.Sprintf("Re-joined as member %s; the earlier member %s is gone from etcd.", obj.Status.MemberID, previous)
+	status.Set(obj, v1alpha1.ConditionJoined, metav1.ConditionTrue, v1alpha1.ReasonRejoined, msg)
+	if err := r.writeStatus(ctx, obj); err != nil {
+		return err
+	}
+	r.Events.Normal(ctx, obj, v1alpha1.ReasonRejoined, "Register", msg)
+	return nil
+}
+
+// errNameTaken marks the case where two live members share one name.
+var errNameTaken = errors.New("two etcd members share one name")
+
+func (r *Registrar) writeStatus(ctx context.Context, obj *v1alpha1.EtcdMember) error {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	if err := r.Client.Status().Update(ctx, obj); err != nil {
+		return fmt.Errorf("writing status of %s: %w", obj.Name, err)
+	}
+	return nil
+}

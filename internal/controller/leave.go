@@ -1,0 +1,201 @@
+// Package controller holds the leader-elected controller that keeps EtcdMember objects true to
+// etcd and carries out leave requests, one membership change at a time.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/etcdmember/internal/events"
+	"github.com/etcdmember/etcdmember/internal/status"
+)
+
+// Defaults for LeaveReconciler's intervals.
+const (
+	DefaultProbeTimeout    = time.Second
+	DefaultRecheckInterval = 5 * time.Second
+	DefaultHandOverRetry   = 30 * time.Second
+)
+
+// LeaveReconciler keeps each EtcdMember's observed fields and Joined condition true to etcd's
+// member list, and removes members whose object asks to leave.
+type LeaveReconciler struct {
+	Client client.Client
+	Etcd   *etcd.Client
+	Events *events.Recorder
+
+	// LocalMemberID returns the member ID of this agent's own node, or 0 while unknown. The leader
+	// never removes that member: its own etcd, and maybe its apiserver, would vanish mid-write.
+	LocalMemberID func() uint64
+	// HandOver asks the agent to give up leadership so another agent removes the local member. It
+	// returns false when that cannot help: leader election is off, or a hand-over for this member
+	// just ended with leadership straight back here, meaning no other agent is campaigning.
+	HandOver func(memberID uint64) bool
+
+	// ChangeLock is held for a whole reconcile and shared by every leadership term of an agent, so a
+	// term that ends mid-change can never overlap a new term's first change.
+	ChangeLock *sync.Mutex
+
+	ProbeTimeout    time.Duration
+	RecheckInterval time.Duration
+	HandOverRetry   time.Duration
+}
+
+// SetupWithManager registers the controller. membershipChanged delivers every object whenever
+// etcd's member list changes, since etcd has no membership watch of its own.
+func (r *LeaveReconciler) SetupWithManager(mgr ctrl.Manager, membershipChanged *MembershipWatcher) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("leave").
+		For(&v1alpha1.EtcdMember{}).
+		WatchesRawSource(membershipChanged.Source()).
+		// One change at a time, cluster-wide: each request is judged on the cluster as it stands
+		// after the previous change.
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: 1,
+			// A failed removal is retried quickly while etcd recovers, and never less often than
+			// every 30s: the default limiter backs off to minutes.
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](250*time.Millisecond, 30*time.Second),
+		}).
+		Complete(r)
+}
+
+// Reconcile fetches the object and the member list, decides, acts, and writes status once.
+func (r *LeaveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.ChangeLock.Lock()
+	defer r.ChangeLock.Unlock()
+
+	m := &v1alpha1.EtcdMember{}
+	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	members, err := r.Etcd.MemberList(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	before := m.DeepCopy()
+	result, actErr := r.reconcile(ctx, m, members)
+	if !equality.Semantic.DeepEqual(before.Status, m.Status) {
+		if err := r.Client.Status().Update(ctx, m); err != nil {
+			return ctrl.Result{}, errors.Join(actErr, fmt.Errorf("writing status of %s: %w", m.Name, err))
+		}
+		r.recordTransition(ctx, before, m)
+	}
+	return result, actErr
+}
+
+func (r *LeaveReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember, members []etcd.Member) (ctrl.Result, error) {
+	m.Status.ObservedGeneration = m.Generation
+	id, err := etcd.ParseID(m.Status.MemberID)
+	if err != nil {
+		if m.Spec.Leave {
+			status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonNoMemberID,
+				"The object records no etcd member ID, so there is no member to remove. Wait for the agent on the node to register it, or delete the object if the node is gone.")
+		}
+		return ctrl.Result{}, nil
+	}
+	target, found := find(members, id)
+	if !found {
+		markGone(m)
+		return ctrl.Result{}, nil
+	}
+	status.Observe(m, target)
+	if !m.Spec.Leave {
+		// A cancelled request leaves nothing to report.
+		status.Remove(m, v1alpha1.ConditionLeft)
+		return ctrl.Result{}, nil
+	}
+	return r.leave(ctx, m, target, members)
+}
+
+// markGone records that the member is no longer in etcd. A Removing intent left by a leader that
+// stopped mid-removal means the removal was ours.
+func markGone(m *v1alpha1.EtcdMember) {
+	ours := status.HasReason(m, v1alpha1.ConditionLeft, v1alpha1.ReasonRemoving) ||
+		status.HasReason(m, v1alpha1.ConditionJoined, v1alpha1.ReasonRemoved)
+	if ours {
+		removed(m)
+		return
+	}
+	if !status.HasReason(m, v1alpha1.ConditionJoined, v1alpha1.ReasonNotFound) {
+		status.Set(m, v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonNotFound,
+			fmt.Sprintf("Member %s is no longer in etcd's member list and etcdmember did not remove it. If the node is gone, delete this object; if it re-joins, its agent takes the object over.", m.Status.MemberID))
+	}
+	if m.Spec.Leave && !status.IsTrue(m, v1alpha1.ConditionLeft) {
+		status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonNotFound,
+			fmt.Sprintf("Member %s was already gone from etcd; nothing was removed.", m.Status.MemberID))
+	}
+}
+
+func removed(m *v1alpha1.EtcdMember) {
+	msg := fmt.Sprintf("Member %s was removed from etcd on request.", m.Status.MemberID)
+	status.Set(m, v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonRemoved, msg)
+	status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved, msg)
+}
+
+// leave carries out a leave request for a member that is still in etcd.
+func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member) (ctrl.Result, error) {
+	log := logf.FromContext(ctx).WithValues("memberID", m.Status.MemberID)
+	if target.ID == r.LocalMemberID() {
+		return r.handOver(ctx, m, target), nil
+	}
+	if !r.guard(ctx, m, target, members) {
+		return ctrl.Result{RequeueAfter: r.RecheckInterval}, nil
+	}
+
+	// Record the intent before acting, so a leader that stops between the two steps leaves the
+	// next one enough to tell "we removed it" from "it vanished".
+	status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonRemoving,
+		fmt.Sprintf("Removing member %s from etcd.", m.Status.MemberID))
+	if err := r.Client.Status().Update(ctx, m); err != nil {
+		return ctrl.Result{}, fmt.Errorf("recording intent to remove %s: %w", m.Name, err)
+	}
+	log.Info("Removing member from etcd", "peerURLs", target.PeerURLs)
+	err := r.Etcd.MemberRemove(ctx, target.ID)
+	if err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
+		status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonEtcdError,
+			fmt.Sprintf("etcd did not remove member %s: %v. Retrying with back-off; check the health of the etcd cluster.", m.Status.MemberID, err))
+		return ctrl.Result{}, err
+	}
+	removed(m)
+	return ctrl.Result{}, nil
+}
+
+// handOver deals with a leave for the leader's own member.
+func (r *LeaveReconciler) handOver(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member) ctrl.Result {
+	if r.HandOver(target.ID) {
+		logf.FromContext(ctx).Info("Handing leadership over to remove own member", "memberID", m.Status.MemberID)
+		// Once nobody took over, keep saying so while retrying rather than flapping.
+		if !status.HasReason(m, v1alpha1.ConditionLeft, v1alpha1.ReasonNoOtherAgent) {
+			status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonHandingOver,
+				"The leading agent runs on this member's node and never removes its own member; it is handing leadership to another agent, which will remove it.")
+		}
+		return ctrl.Result{}
+	}
+	status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonNoOtherAgent,
+		fmt.Sprintf("No other etcdmember agent took over leadership, and the agent on this member's node cannot remove its own member. Start the agent on another etcd node (hand-over is retried every %s), or remove the member with etcdctl.", r.HandOverRetry))
+	return ctrl.Result{RequeueAfter: r.HandOverRetry}
+}
+
+func find(members []etcd.Member, id uint64) (etcd.Member, bool) {
+	for _, m := range members {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return etcd.Member{}, false
+}

@@ -1,0 +1,113 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/etcdmember/internal/quorum"
+	"github.com/etcdmember/etcdmember/internal/status"
+)
+
+// guard clears a removal with the quorum rule and, when the target leads etcd, moves leadership
+// away first. A refusal is recorded in the Left condition and the caller re-checks later. A
+// learner has no vote: removing it needs no guard.
+func (r *LeaveReconciler) guard(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member) bool {
+	if target.IsLearner {
+		return true
+	}
+	log := logf.FromContext(ctx)
+	voters := r.probeVoters(ctx, members, target.ID)
+	verdict := checkRemoval(voters, target, m.Name)
+	forced := m.Annotations[v1alpha1.AnnotationForceLeave] == "true"
+	if !verdict.Allowed && (!forced || verdict.LastVoter) {
+		reason := v1alpha1.ReasonQuorumAtRisk
+		if verdict.LastVoter {
+			reason = v1alpha1.ReasonLastVoter
+		}
+		log.Info("Refusing leave", "reason", reason, "detail", verdict.Message)
+		status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, reason,
+			fmt.Sprintf("Refused: %s. The request is re-checked every %s as member health changes; bring the unhealthy members back or remove them first.", verdict.Message, r.RecheckInterval))
+		return false
+	}
+	if forced {
+		log.Info("Forced leave: skipping the quorum guard", "verdict", verdict.Message)
+		r.Events.Warning(ctx, m, v1alpha1.ReasonForced, "Leave",
+			fmt.Sprintf("Removing member %s without the quorum guard (annotation %s; the guard says: %s). etcd's own reconfiguration check still applies.",
+				m.Status.MemberID, v1alpha1.AnnotationForceLeave, verdict.Message))
+	}
+	r.moveLeaderAway(ctx, target, voters)
+	return true
+}
+
+// voter is a voting member with the outcome of a direct probe.
+type voter struct {
+	etcd.Member
+	Healthy bool
+}
+
+// probeVoters probes every voting member except the target, each over its own connection and in
+// parallel, so the whole check costs one probe timeout at most. The target's own health does not
+// change the verdict: it is leaving either way.
+func (r *LeaveReconciler) probeVoters(ctx context.Context, members []etcd.Member, target uint64) []voter {
+	var (
+		voters []voter
+		wg     sync.WaitGroup
+	)
+	for _, m := range members {
+		if !m.IsLearner {
+			voters = append(voters, voter{Member: m})
+		}
+	}
+	for i := range voters {
+		if voters[i].ID == target {
+			continue
+		}
+		wg.Go(func() {
+			err := r.Etcd.Probe(ctx, voters[i].ClientURLs, r.ProbeTimeout)
+			voters[i].Healthy = err == nil
+			if err != nil {
+				logf.FromContext(ctx).V(1).Info("Voter unhealthy", "member", voters[i].Name, "error", err.Error())
+			}
+		})
+	}
+	wg.Wait()
+	return voters
+}
+
+func checkRemoval(voters []voter, target etcd.Member, name string) quorum.Verdict {
+	qv := make([]quorum.Voter, 0, len(voters))
+	for _, v := range voters {
+		qv = append(qv, quorum.Voter{ID: v.ID, Name: v.Name, Healthy: v.Healthy})
+	}
+	return quorum.CheckRemoval(qv, target.ID, name)
+}
+
+// moveLeaderAway hands etcd leadership to a healthy voter when the target leads, so its removal
+// costs no election. It is best effort: if the move fails, etcd still elects a new leader after
+// the removal, which costs a short write pause but no safety.
+func (r *LeaveReconciler) moveLeaderAway(ctx context.Context, target etcd.Member, voters []voter) {
+	log := logf.FromContext(ctx)
+	if len(target.ClientURLs) == 0 {
+		return
+	}
+	st, err := r.Etcd.Status(ctx, target.ClientURLs[0])
+	if err != nil || st.Leader != target.ID {
+		return
+	}
+	for _, v := range voters {
+		if v.ID == target.ID || !v.Healthy {
+			continue
+		}
+		log.Info("Moving etcd leadership away from the leaving member", "to", v.Name)
+		if err := r.Etcd.MoveLeader(ctx, target.ClientURLs[0], v.ID); err != nil {
+			log.Error(err, "Moving etcd leadership failed; removing anyway")
+		}
+		return
+	}
+}

@@ -1,0 +1,220 @@
+// Package etcd wraps the clientv3 membership and maintenance calls etcdmember needs behind a narrow
+// API with its own Member type, so protobuf types stay here and every call carries a timeout.
+package etcd
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// DefaultCallTimeout bounds every etcd call unless the caller's context is shorter.
+const DefaultCallTimeout = 5 * time.Second
+
+// Config says how to reach etcd. The TLS fields take etcdctl's file names.
+type Config struct {
+	Endpoints   []string
+	CACert      string
+	Cert        string
+	Key         string
+	DialTimeout time.Duration
+	CallTimeout time.Duration
+}
+
+// Member is one etcd member as the member list reports it.
+type Member struct {
+	ID         uint64
+	Name       string
+	PeerURLs   []string
+	ClientURLs []string
+	IsLearner  bool
+}
+
+// IDString formats a member ID the way etcdctl prints it.
+func IDString(id uint64) string { return strconv.FormatUint(id, 16) }
+
+// ParseID parses a member ID as IDString formats it.
+func ParseID(s string) (uint64, error) {
+	id, err := strconv.ParseUint(s, 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("member ID %q is not lowercase hex: %w", s, err)
+	}
+	if id == 0 {
+		return 0, errors.New("member ID 0 is not a valid etcd member ID")
+	}
+	return id, nil
+}
+
+// EndpointStatus is what one member says about itself.
+type EndpointStatus struct {
+	MemberID  uint64
+	Leader    uint64
+	IsLearner bool
+}
+
+// Client is a connection to an etcd cluster.
+type Client struct {
+	cli     *clientv3.Client
+	cfg     Config
+	timeout time.Duration
+}
+
+// New connects to etcd. It does not wait for a member to answer: the first call does.
+func New(cfg Config) (*Client, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("no etcd endpoints given")
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = 3 * time.Second
+	}
+	if cfg.CallTimeout == 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	tlsConfig, err := cfg.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   cfg.Endpoints,
+		DialTimeout: cfg.DialTimeout,
+		TLS:         tlsConfig,
+		// clientv3 logs every retry at info level through its own zap logger; our callers log
+		// the errors that matter with context.
+		Logger: zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating etcd client for %v: %w", cfg.Endpoints, err)
+	}
+	return &Client{cli: cli, cfg: cfg, timeout: cfg.CallTimeout}, nil
+}
+
+func (c Config) tlsConfig() (*tls.Config, error) {
+	if c.CACert == "" && c.Cert == "" && c.Key == "" {
+		return nil, nil
+	}
+	if (c.Cert == "") != (c.Key == "") {
+		return nil, errors.New("--etcd-cert and --etcd-key go together")
+	}
+	info := transport.TLSInfo{CertFile: c.Cert, KeyFile: c.Key, TrustedCAFile: c.CACert}
+	cfg, err := info.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading etcd TLS files: %w", err)
+	}
+	return cfg, nil
+}
+
+// Close releases the connection.
+func (c *Client) Close() error { return c.cli.Close() }
+
+// Endpoints returns the endpoints the client was configured with.
+func (c *Client) Endpoints() []string { return c.cfg.Endpoints }
+
+// WithEndpoints returns a new client to other endpoints with the same TLS settings and timeouts.
+// The caller closes it.
+func (c *Client) WithEndpoints(endpoints []string) (*Client, error) {
+	cfg := c.cfg
+	cfg.Endpoints = endpoints
+	return New(cfg)
+}
+
+func (c *Client) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.timeout)
+}
+
+// Status asks one endpoint about itself: its member ID (from the response header), the leader it
+// follows and whether it is a learner.
+func (c *Client) Status(ctx context.Context, endpoint string) (EndpointStatus, error) {
+	ctx, cancel := c.callContext(ctx)
+	defer cancel()
+	resp, err := c.cli.Status(ctx, endpoint)
+	if err != nil {
+		return EndpointStatus{}, fmt.Errorf("etcd status of %s: %w", endpoint, err)
+	}
+	return EndpointStatus{MemberID: resp.Header.MemberId, Leader: resp.Leader, IsLearner: resp.IsLearner}, nil
+}
+
+// MemberList returns the members as the cluster's quorum sees them (a linearizable read).
+func (c *Client) MemberList(ctx context.Context) ([]Member, error) {
+	ctx, cancel := c.callContext(ctx)
+	defer cancel()
+	resp, err := c.cli.MemberList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("etcd member list: %w", err)
+	}
+	members := make([]Member, 0, len(resp.Members))
+	for _, m := range resp.Members {
+		members = append(members, Member{
+			ID:         m.ID,
+			Name:       m.Name,
+			PeerURLs:   m.PeerURLs,
+			ClientURLs: m.ClientURLs,
+			IsLearner:  m.IsLearner,
+		})
+	}
+	return members, nil
+}
+
+// MemberRemove removes the member with this ID.
+func (c *Client) MemberRemove(ctx context.Context, id uint64) error {
+	ctx, cancel := c.callContext(ctx)
+	defer cancel()
+	if _, err := c.cli.MemberRemove(ctx, id); err != nil {
+		return fmt.Errorf("etcd member remove %s: %w", IDString(id), err)
+	}
+	return nil
+}
+
+// MemberUpdate replaces the peer URLs etcd records for the member.
+func (c *Client) MemberUpdate(ctx context.Context, id uint64, peerURLs []string) error {
+	ctx, cancel := c.callContext(ctx)
+	defer cancel()
+	if _, err := c.cli.MemberUpdate(ctx, id, peerURLs); err != nil {
+		return fmt.Errorf("etcd member update %s: %w", IDString(id), err)
+	}
+	return nil
+}
+
+// MoveLeader asks the current leader, reached at leaderEndpoint, to hand leadership to transferee.
+func (c *Client) MoveLeader(ctx context.Context, leaderEndpoint string, transferee uint64) error {
+	cli, err := c.WithEndpoints([]string{leaderEndpoint})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = cli.Close() }()
+	ctx, cancel := c.callContext(ctx)
+	defer cancel()
+	if _, err := cli.cli.MoveLeader(ctx, transferee); err != nil {
+		return fmt.Errorf("etcd move leader to %s: %w", IDString(transferee), err)
+	}
+	return nil
+}
+
+// Probe tells whether a member is healthy: reachable on one of its client URLs within timeout and
+// able to serve a linearizable read, which needs it to be connected to a leader with quorum. It
+// uses a connection of its own so one slow member cannot hold up the shared client.
+func (c *Client) Probe(ctx context.Context, clientURLs []string, timeout time.Duration) error {
+	if len(clientURLs) == 0 {
+		return errors.New("member has no client URLs (never started)")
+	}
+	cfg := c.cfg
+	cfg.Endpoints = clientURLs
+	cfg.DialTimeout = timeout
+	probe, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = probe.Close() }()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := probe.cli.Get(ctx, "etcdmember-health-probe"); err != nil {
+		return fmt.Errorf("probing %v: %w", clientURLs, err)
+	}
+	return nil
+}

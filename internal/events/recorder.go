@@ -1,0 +1,81 @@
+// Package events writes events.k8s.io/v1 Events about EtcdMember objects into one namespace.
+//
+// client-go's recorders put the Events of a cluster-scoped object into "default"; operators look
+// for control-plane Events in kube-system, so the namespace is ours to choose here. Events are only
+// written on state changes, which keeps them few enough to need no aggregation.
+package events
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
+)
+
+// ReportingController names etcdmember in the Events it writes.
+const ReportingController = "etcdmember.io/agent"
+
+const writeTimeout = 5 * time.Second
+
+// Recorder writes Events.
+type Recorder struct {
+	Client    client.Client
+	Namespace string
+	// Instance names the agent that reports, so an operator can tell which node acted.
+	Instance string
+}
+
+// Normal records something that went as asked.
+func (r *Recorder) Normal(ctx context.Context, m *v1alpha1.EtcdMember, reason, action, note string) {
+	r.write(ctx, m, corev1.EventTypeNormal, reason, action, note)
+}
+
+// Warning records a refusal or failure the operator should look at.
+func (r *Recorder) Warning(ctx context.Context, m *v1alpha1.EtcdMember, reason, action, note string) {
+	r.write(ctx, m, corev1.EventTypeWarning, reason, action, note)
+}
+
+// write is best effort: a lost Event must never fail or delay a membership change, so errors are
+// logged, not returned.
+func (r *Recorder) write(ctx context.Context, m *v1alpha1.EtcdMember, eventType, reason, action, note string) {
+	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	defer cancel()
+	now := time.Now()
+	ev := &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      fmt.Sprintf("%s.%x", m.Name, now.UnixNano()),
+			Namespace: r.Namespace,
+		},
+		EventTime:           metav1.NewMicroTime(now),
+		ReportingController: ReportingController,
+		ReportingInstance:   r.Instance,
+		Action:              action,
+		Reason:              reason,
+		Note:                truncate(note, 1024),
+		Type:                eventType,
+		Regarding: corev1.ObjectReference{
+			APIVersion:      v1alpha1.GroupVersion.String(),
+			Kind:            "EtcdMember",
+			Name:            m.Name,
+			UID:             m.UID,
+			ResourceVersion: m.ResourceVersion,
+		},
+	}
+	if err := r.Client.Create(ctx, ev); err != nil {
+		logf.FromContext(ctx).Error(err, "Writing event failed", "reason", reason, "note", note)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

@@ -1,0 +1,62 @@
+// Package status holds the status helpers shared by the agent and the leave controller.
+package status
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/internal/etcd"
+)
+
+// Set records a condition with the object's current generation. lastTransitionTime moves only
+// when the condition's status changes, so it tells when the member last joined or left.
+func Set(m *v1alpha1.EtcdMember, condType string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{
+		Type:               condType,
+		Status:             status,
+		Reason:             reason,
+		Message:            message,
+		ObservedGeneration: m.Generation,
+	})
+}
+
+// Get returns the condition of that type, or nil.
+func Get(m *v1alpha1.EtcdMember, condType string) *metav1.Condition {
+	return meta.FindStatusCondition(m.Status.Conditions, condType)
+}
+
+// HasReason tells whether the condition exists with that reason.
+func HasReason(m *v1alpha1.EtcdMember, condType, reason string) bool {
+	c := Get(m, condType)
+	return c != nil && c.Reason == reason
+}
+
+// IsTrue tells whether the condition exists and is True.
+func IsTrue(m *v1alpha1.EtcdMember, condType string) bool {
+	return meta.IsStatusConditionTrue(m.Status.Conditions, condType)
+}
+
+// Remove drops the condition of that type.
+func Remove(m *v1alpha1.EtcdMember, condType string) {
+	meta.RemoveStatusCondition(&m.Status.Conditions, condType)
+}
+
+// Observe copies what etcd's member list says of a listed member into status and marks it
+// Joined. status.name is kept only where the etcd name differs from the object's name.
+func Observe(m *v1alpha1.EtcdMember, member etcd.Member) {
+	m.Status.MemberID = etcd.IDString(member.ID)
+	m.Status.Name = ""
+	if member.Name != m.Name {
+		m.Status.Name = member.Name
+	}
+	m.Status.PeerURLs = member.PeerURLs
+	m.Status.ClientURLs = member.ClientURLs
+	m.Status.IsLearner = member.IsLearner
+	if !IsTrue(m, v1alpha1.ConditionJoined) {
+		Set(m, v1alpha1.ConditionJoined, metav1.ConditionTrue, v1alpha1.ReasonInMemberList,
+			fmt.Sprintf("Member %s is in etcd's member list.", m.Status.MemberID))
+	}
+}

@@ -1,0 +1,231 @@
+// Package e2e runs etcdmember agents (bin/etcdmember) against real etcd members and a real
+// kube-apiserver started by test/framework.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/internal/agent"
+	"github.com/etcdmember/etcdmember/test/framework"
+)
+
+const (
+	callTimeout = 10 * time.Second
+	// settle bounds how long a leave, a registration or a hand-over may take in these tests.
+	settle = 45 * time.Second
+)
+
+// env is one scenario's world: etcd members, an apiserver on them with the CRD installed, and
+// an agent per member.
+type env struct {
+	t       *testing.T
+	cluster *framework.Cluster
+	api     *framework.APIServer
+	client  client.Client
+	agents  map[string]*framework.Agent
+}
+
+type envConfig struct {
+	size int
+	tls  bool
+	// agents lists the members that get an agent; nil means all.
+	agents    []string
+	agentArgs []string
+}
+
+func newEnv(t *testing.T, cfg envConfig) *env {
+	t.Helper()
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: cfg.size, TLS: cfg.tls})
+	api := framework.StartAPIServer(t, c)
+	e := &env{t: t, cluster: c, api: api, agents: map[string]*framework.Agent{}}
+	api.InstallEtcdmember(t)
+
+	scheme := k8sruntime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(api.RESTConfig(), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.client = cl
+	names := cfg.agents
+	if names == nil {
+		for _, m := range c.Members() {
+			names = append(names, m.Name)
+		}
+	}
+	for _, name := range names {
+		e.agents[name] = framework.StartAgent(t, c.Member(name), api, cfg.agentArgs...)
+	}
+	return e
+}
+
+// kubectl runs bin/kubectl against the scenario's apiserver and returns its output.
+func (e *env) kubectl(args ...string) string {
+	e.t.Helper()
+	return e.api.MustKubectl(e.t, args...)
+}
+
+func (e *env) get(name string) *v1alpha1.EtcdMember {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	m := &v1alpha1.EtcdMember{}
+	if err := e.client.Get(ctx, types.NamespacedName{Name: name}, m); err != nil {
+		e.t.Fatalf("get EtcdMember %s: %v", name, err)
+	}
+	return m
+}
+
+// leave asks for a member's removal the way an operator does.
+func (e *env) leave(name string) {
+	e.t.Helper()
+	e.kubectl("patch", "etcdmember", name, "--type", "merge", "-p", `{"spec":{"leave":true}}`)
+}
+
+// waitFor polls the object until ok holds, failing with the last state seen.
+func (e *env) waitFor(name, what string, ok func(*v1alpha1.EtcdMember) bool) *v1alpha1.EtcdMember {
+	e.t.Helper()
+	deadline := time.Now().Add(settle)
+	var last *v1alpha1.EtcdMember
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		m := &v1alpha1.EtcdMember{}
+		err := e.client.Get(ctx, types.NamespacedName{Name: name}, m)
+		cancel()
+		if err == nil {
+			last = m
+			if ok(m) {
+				return m
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.t.Fatalf("EtcdMember %s: %s not reached within %s; last status: %s", name, what, settle, describe(last))
+	return nil
+}
+
+func describe(m *v1alpha1.EtcdMember) string {
+	if m == nil {
+		return "<never read>"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "leave=%v memberID=%s learner=%v", m.Spec.Leave, m.Status.MemberID, m.Status.IsLearner)
+	for _, c := range m.Status.Conditions {
+		fmt.Fprintf(&b, "\n  %s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return b.String()
+}
+
+func condition(m *v1alpha1.EtcdMember, condType string) *metav1.Condition {
+	return meta.FindStatusCondition(m.Status.Conditions, condType)
+}
+
+// hasCondition tells whether the object has the condition with that status and reason.
+func hasCondition(m *v1alpha1.EtcdMember, condType string, status metav1.ConditionStatus, reason string) bool {
+	c := condition(m, condType)
+	return c != nil && c.Status == status && c.Reason == reason
+}
+
+// etcdMemberIDs returns the IDs in etcd's member list, as a set.
+func (e *env) etcdMemberIDs() map[uint64]bool {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	resp, err := e.cluster.Client(e.t).MemberList(ctx)
+	if err != nil {
+		e.t.Fatalf("member list: %v", err)
+	}
+	ids := map[uint64]bool{}
+	for _, m := range resp.Members {
+		ids[m.ID] = true
+	}
+	return ids
+}
+
+// leaderAgent returns the name of the agent holding the leader Lease.
+func (e *env) leaderAgent() string {
+	e.t.Helper()
+	deadline := time.Now().Add(settle)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		lease := &coordinationv1.Lease{}
+		err := e.client.Get(ctx, types.NamespacedName{Namespace: "kube-system", Name: agent.LeaseName}, lease)
+		cancel()
+		if err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
+			name, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
+			return name
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.t.Fatalf("no agent holds the %s Lease after %s", agent.LeaseName, settle)
+	return ""
+}
+
+// agentLogsContain tells whether any agent's log has the text.
+func (e *env) agentLogsContain(text string) bool {
+	e.t.Helper()
+	for _, a := range e.agents {
+		data, err := os.ReadFile(a.LogFile())
+		if err != nil {
+			e.t.Fatalf("agent log: %v", err)
+		}
+		if strings.Contains(string(data), text) {
+			return true
+		}
+	}
+	return false
+}
+
+// events returns the Events in kube-system about the named EtcdMember.
+func (e *env) events(name string) []eventsv1.Event {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	var list eventsv1.EventList
+	if err := e.client.List(ctx, &list, client.InNamespace("kube-system")); err != nil {
+		e.t.Fatalf("list events: %v", err)
+	}
+	var out []eventsv1.Event
+	for _, ev := range list.Items {
+		if ev.Regarding.Kind == "EtcdMember" && ev.Regarding.Name == name {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// waitEvent waits for an Event about name with this type and reason, and returns it.
+func (e *env) waitEvent(name, eventType, reason string) eventsv1.Event {
+	e.t.Helper()
+	deadline := time.Now().Add(settle)
+	for time.Now().Before(deadline) {
+		for _, ev := range e.events(name) {
+			if ev.Type == eventType && ev.Reason == reason {
+				return ev
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	e.t.Fatalf("no %s Event %s about %s in kube-system; events: %+v", eventType, reason, name, e.events(name))
+	return eventsv1.Event{}
+}

@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/test/framework"
+)
+
+func joined(m *v1alpha1.EtcdMember) bool {
+	return hasCondition(m, v1alpha1.ConditionJoined, metav1.ConditionTrue, v1alpha1.ReasonInMemberList) ||
+		hasCondition(m, v1alpha1.ConditionJoined, metav1.ConditionTrue, v1alpha1.ReasonRejoined)
+}
+
+func removedByUs(m *v1alpha1.EtcdMember) bool {
+	return hasCondition(m, v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonRemoved) &&
+		hasCondition(m, v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved)
+}
+
+// TestAgentsRegisterMembers: each agent creates its member's object with etcd's own view of it.
+func TestAgentsRegisterMembers(t *testing.T) {
+	e := newEnv(t, envConfig{size: 3})
+	for _, m := range e.cluster.Members() {
+		obj := e.waitFor(m.Name, "Joined=True", joined)
+		if obj.Status.MemberID != m.IDHex() {
+			t.Errorf("%s: memberID %q, want %q", m.Name, obj.Status.MemberID, m.IDHex())
+		}
+		if strings.Join(obj.Status.PeerURLs, ",") != m.PeerURL() || strings.Join(obj.Status.ClientURLs, ",") != m.ClientURL() {
+			t.Errorf("%s: URLs %v %v, want %s %s", m.Name, obj.Status.PeerURLs, obj.Status.ClientURLs, m.PeerURL(), m.ClientURL())
+		}
+		if obj.Status.IsLearner || obj.Spec.Leave || obj.Status.Name != "" {
+			t.Errorf("%s: unexpected fields %s", m.Name, describe(obj))
+		}
+		if c := condition(obj, v1alpha1.ConditionJoined); c.LastTransitionTime.IsZero() || c.ObservedGeneration != obj.Generation {
+			t.Errorf("%s: Joined lacks lastTransitionTime/observedGeneration: %+v", m.Name, c)
+		}
+	}
+	// What an operator sees: the printer columns carry the IDs and the Joined state.
+	out := e.kubectl("get", "etcdmembers")
+	for _, col := range []string{"MEMBER ID", "PEER URLS", "LEARNER", "JOINED", "LEAVE", "AGE"} {
+		if !strings.Contains(out, col) {
+			t.Errorf("kubectl get etcdmembers lacks column %q:\n%s", col, out)
+		}
+	}
+	for _, m := range e.cluster.Members() {
+		if !strings.Contains(out, m.IDHex()) {
+			t.Errorf("kubectl get etcdmembers lacks %s's ID %s:\n%s", m.Name, m.IDHex(), out)
+		}
+	}
+}
+
+// TestLeave: the operator's two commands remove the member by its ID and record the outcome.
+func TestLeave(t *testing.T) {
+	e := newEnv(t, envConfig{size: 3})
+	leader := e.leaderAgent()
+	target := otherThan(e, leader)
+	id := target.ID()
+	e.waitFor(target.Name, "Joined=True", joined)
+
+	e.leave(target.Name)
+	e.kubectl("wait", "etcdmember/"+target.Name, "--for=condition=Joined=false", "--timeout=45s")
+
+	if e.etcdMemberIDs()[id] {
+		t.Fatalf("member %s is still in etcd's member list", target.IDHex())
+	}
+	obj := e.waitFor(target.Name, "Left=True/Removed", removedByUs)
+	if !obj.Spec.Leave {
+		t.Errorf("spec.leave was cleared: %s", describe(obj))
+	}
+	ev := e.waitEvent(target.Name, corev1.EventTypeNormal, v1alpha1.ReasonRemoved)
+	if !strings.Contains(ev.Note, target.IDHex()) {
+		t.Errorf("event note %q does not name the member ID", ev.Note)
+	}
+	// The other members are untouched.
+	for _, m := range e.cluster.Members() {
+		if m != target && !e.etcdMemberIDs()[m.ID()] {
+			t.Errorf("member %s was removed too", m.Name)
+		}
+	}
+}
+
+// TestLeaveOfLeadersOwnMember: the leading agent never removes its own member; it hands
+// leadership over and another agent does it.
+func TestLeaveOfLeadersOwnMember(t *testing.T) {
+	e := newEnv(t, envConfig{size: 3})
+	leader := e.leaderAgent()
+	target := e.cluster.Member(leader)
+	id := target.ID()
+
+	e.leave(leader)
+	e.waitFor(leader, "Left=True/Removed", removedByUs)
+	if e.etcdMemberIDs()[id] {
+		t.Fatalf("member %s is still in etcd", target.IDHex())
+	}
+	if now := e.leaderAgent(); now == leader {
+		t.Errorf("leadership stayed with %s", leader)
+	}
+	e.waitEvent(leader, corev1.EventTypeNormal, v1alpha1.ReasonHandingOver)
+}
+
+// TestLoneAgentRefusesOwnMember: with nobody to hand over to, the request is refused with a
+// condition that says what to do, and nothing is removed.
+func TestLoneAgentRefusesOwnMember(t *testing.T) {
+	e := newEnv(t, envConfig{size: 3, agents: []string{"node-1"}})
+	id := e.cluster.Member("node-1").ID()
+	e.leave("node-1")
+	obj := e.waitFor("node-1", "Left=False/NoOtherAgent", func(m *v1alpha1.EtcdMember) bool {
+		return hasCondition(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonNoOtherAgent)
+	})
+	if msg := condition(obj, v1alpha1.ConditionLeft).Message; !strings.Contains(msg, "Start the agent on another etcd node") {
+		t.Errorf("message does not tell the operator what to do: %q", msg)
+	}
+	if !e.etcdMemberIDs()[id] {
+		t.Fatalf("the lone agent removed its own member")
+	}
+	e.waitEvent("node-1", corev1.EventTypeWarning, v1alpha1.ReasonNoOtherAgent)
+
+	// Once another agent runs, the hand-over succeeds.
+	e.agents["node-2"] = framework.StartAgent(t, e.cluster.Member("node-2"), e.api)
+	e.waitFor("node-1", "Left=True/Removed", removedByUs)
+}
+
+// TestLeaveWithAgentStopped: a member whose agent is down (the usual case: the node is being
+// decommissioned) is removed by the leader.
+func TestLeaveWithAgentStopped(t *testing.T) {
+	e := newEnv(t, envConfig{size: 3})
+	target := otherThan(e, e.leaderAgent())
+	e.agents[target.Name].Stop(t)
+	e.leave(target.Name)
+	e.waitFor(target.Name, "Left=True/Removed", removedByUs)
+	if e.etcdMemberIDs()[target.ID()] {
+		t.Fatalf("member still in etcd")
+	}
+}
+
+// TestLeaveOfAGoneMember: a member removed behind etcdmember's back ends NotFound, without error.
+func TestLeaveOfAGoneMember(t *testing.T) {
+	e := newEnv(t, envConfig{size: 3})
+	target := otherThan(e, e.leaderAgent())
+	e.agents[target.Name].Stop(t)
+	removeByHand(t, e, target)
+	e.waitFor(target.Name, "Joined=False/NotFound", func(m *v1alpha1.EtcdMember) bool {
+		return hasCondition(m, v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonNotFound)
+	})
+	e.leave(target.Name)
+	e.waitFor(target.Name, "Left=True/NotFound", func(m *v1alpha1.EtcdMember) bool {
+		return hasCondition(m, v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonNotFound)
+	})
+}
+
+// otherThan returns a member other than the named one.
+func otherThan(e *env, name string) *framework.Member {
+	for _, m := range e.cluster.Members() {
+		if m.Name != name {
+			return m
+		}
+	}
+	e.t.Fatalf("no member other than %s", name)
+	return nil
+}

@@ -1,0 +1,49 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/test/framework"
+)
+
+// TestRejoinAfterWipe: a node that left comes back wiped and re-added under the same name. Its
+// agent takes the object over: new member ID, leave cleared, Joined=True/Rejoined.
+func TestRejoinAfterWipe(t *testing.T) {
+	e := newEnv(t, envConfig{size: 3})
+	target := otherThan(e, e.leaderAgent())
+	oldID := target.IDHex()
+	e.leave(target.Name)
+	e.waitFor(target.Name, "Left=True/Removed", removedByUs)
+
+	e.cluster.Rejoin(t, target, false)
+	if target.IDHex() == oldID {
+		t.Fatalf("rejoined member kept its ID %s", oldID)
+	}
+	obj := e.waitFor(target.Name, "Joined=True/Rejoined with the new ID", func(m *v1alpha1.EtcdMember) bool {
+		return m.Status.MemberID == target.IDHex() &&
+			hasCondition(m, v1alpha1.ConditionJoined, metav1.ConditionTrue, v1alpha1.ReasonRejoined)
+	})
+	if obj.Spec.Leave {
+		t.Errorf("spec.leave not cleared: %s", describe(obj))
+	}
+	if condition(obj, v1alpha1.ConditionLeft) != nil {
+		t.Errorf("the old leave's outcome still shows: %s", describe(obj))
+	}
+	// The object stays usable: the new member can leave again.
+	e.leave(target.Name)
+	e.waitFor(target.Name, "Left=True/Removed again", removedByUs)
+}
+
+// removeByHand removes a member behind etcdmember's back, as an operator with etcdctl would.
+func removeByHand(t *testing.T, e *env, m *framework.Member) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if _, err := e.cluster.Client(t).MemberRemove(ctx, m.ID()); err != nil {
+		t.Fatalf("member remove %s: %v", m.IDHex(), err)
+	}
+}

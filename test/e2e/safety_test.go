@@ -1,0 +1,226 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/test/framework"
+)
+
+func leftReason(reason string) func(*v1alpha1.EtcdMember) bool {
+	return func(m *v1alpha1.EtcdMember) bool {
+		return hasCondition(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, reason)
+	}
+}
+
+// nonLeaders returns the members whose agent does not lead, in order.
+func nonLeaders(e *env) []*framework.Member {
+	leader := e.leaderAgent()
+	var out []*framework.Member
+	for _, m := range e.cluster.Members() {
+		if m.Name != leader {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestQuorumGuardRefusesThenAllows: with one of three members dead, removing a healthy one would
+// leave 1 healthy voter of 2. The refusal carries the numbers and an Event, and the request goes
+// through by itself once the dead member is back.
+func TestQuorumGuardRefusesThenAllows(t *testing.T) {
+	e := newEnv(t, envConfig{size: 3})
+	others := nonLeaders(e)
+	dead, target := others[0], others[1]
+	dead.Kill(t)
+
+	e.leave(target.Name)
+	obj := e.waitFor(target.Name, "Left=False/QuorumAtRisk", leftReason(v1alpha1.ReasonQuorumAtRisk))
+	want := "removing " + target.Name + " would leave 1 healthy voter of 2; quorum of 2 needs 2"
+	if msg := condition(obj, v1alpha1.ConditionLeft).Message; !strings.Contains(msg, want) {
+		t.Errorf("refusal message %q lacks %q", msg, want)
+	}
+	e.waitEvent(target.Name, corev1.EventTypeWarning, v1alpha1.ReasonQuorumAtRisk)
+	if !e.etcdMemberIDs()[target.ID()] {
+		t.Fatalf("refused member was removed")
+	}
+
+	dead.Start(t)
+	e.waitFor(target.Name, "Left=True/Removed", removedByUs)
+}
+
+// TestAgentRestartKeepsPendingLeave: k0s issue 8141. An agent restarted while a leave of its own
+// member is pending must not clear it.
+func TestAgentRestartKeepsPendingLeave(t *testing.T) {
+	e := newEnv(t, envConfig{size: 3})
+	others := nonLeaders(e)
+	dead, target := others[0], others[1]
+	dead.Kill(t)
+	e.leave(target.Name)
+	e.waitFor(target.Name, "Left=False/QuorumAtRisk", leftReason(v1alpha1.ReasonQuorumAtRisk))
+
+	e.agents[target.Name].Restart(t)
+	// Ready means the restarted agent has synced its object at least once; give it two more.
+	time.Sleep(2500 * time.Millisecond)
+	if obj := e.get(target.Name); !obj.Spec.Leave {
+		t.Fatalf("the restarted agent revoked the pending leave: %s", describe(obj))
+	}
+	dead.Start(t)
+	e.waitFor(target.Name, "Left=True/Removed", removedByUs)
+}
+
+// TestDeadMemberCanLeave: removing the dead member of an otherwise healthy cluster is allowed.
+func TestDeadMemberCanLeave(t *testing.T) {
+	e := newEnv(t, envConfig{size: 3})
+	dead := nonLeaders(e)[0]
+	e.agents[dead.Name].Kill(t)
+	dead.Kill(t)
+	e.leave(dead.Name)
+	e.waitFor(dead.Name, "Left=True/Removed", removedByUs)
+}
+
+// TestFailedRemovalReportsEtcdError: with the quorum guard skipped by force, etcd's own check
+// refuses; the condition carries etcd's error and a Warning Event is written, and the removal is
+// retried until it succeeds once the cluster is healthy again.
+func TestFailedRemovalReportsEtcdError(t *testing.T) {
+	e := newEnv(t, envConfig{size: 3})
+	others := nonLeaders(e)
+	dead, target := others[0], others[1]
+	dead.Kill(t)
+	e.kubectl("annotate", "etcdmember", target.Name, v1alpha1.AnnotationForceLeave+"=true")
+	e.leave(target.Name)
+
+	obj := e.waitFor(target.Name, "Left=False/EtcdError", leftReason(v1alpha1.ReasonEtcdError))
+	if msg := condition(obj, v1alpha1.ConditionLeft).Message; !strings.Contains(msg, "unhealthy cluster") {
+		t.Errorf("condition does not carry etcd's error: %q", msg)
+	}
+	e.waitEvent(target.Name, corev1.EventTypeWarning, v1alpha1.ReasonEtcdError)
+	e.waitEvent(target.Name, corev1.EventTypeWarning, v1alpha1.ReasonForced)
+	if !e.etcdMemberIDs()[target.ID()] {
+		t.Fatalf("member removed although etcd refused")
+	}
+	dead.Start(t)
+	e.waitFor(target.Name, "Left=True/Removed", removedByUs)
+}
+
+// TestTwoLeavesOnThreeMembers: membership changes are serialized and each is judged after the
+// previous one: 3 -> 2 -> 1 both pass (see shared/CLARIFICATIONS.md), and the third member stays.
+func TestTwoLeavesOnThreeMembers(t *testing.T) {
+	e := newEnv(t, envConfig{size: 3})
+	others := nonLeaders(e)
+	e.kubectl("patch", "etcdmember", others[0].Name, others[1].Name, "--type", "merge", "-p", `{"spec":{"leave":true}}`)
+	for _, m := range others {
+		e.waitFor(m.Name, "Left=True/Removed", removedByUs)
+	}
+	ids := e.etcdMemberIDs()
+	if len(ids) != 1 || !ids[e.cluster.Member(e.leaderAgent()).ID()] {
+		t.Fatalf("want only the leader's member left, etcd has %v", ids)
+	}
+}
+
+// TestSerializedLeavesJudgedAfterEachChange: four voters, one dead, two healthy members asked to
+// leave at once. The first leaves 2 healthy of 3 and passes; judged afterwards, the second would
+// leave 1 healthy of 2 and is refused. Judged on the old snapshot both would pass and the cluster
+// would lose quorum.
+func TestSerializedLeavesJudgedAfterEachChange(t *testing.T) {
+	e := newEnv(t, envConfig{size: 4})
+	others := nonLeaders(e)
+	dead, a, b := others[0], others[1], others[2]
+	e.agents[dead.Name].Kill(t)
+	dead.Kill(t)
+	e.kubectl("patch", "etcdmember", a.Name, b.Name, "--type", "merge", "-p", `{"spec":{"leave":true}}`)
+
+	deadline := time.Now().Add(settle)
+	var removed, refused []string
+	for time.Now().Before(deadline) && len(removed)+len(refused) < 2 {
+		removed, refused = nil, nil
+		for _, m := range []*framework.Member{a, b} {
+			obj := e.get(m.Name)
+			switch {
+			case removedByUs(obj):
+				removed = append(removed, m.Name)
+			case leftReason(v1alpha1.ReasonQuorumAtRisk)(obj):
+				refused = append(refused, m.Name)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(removed) != 1 || len(refused) != 1 {
+		t.Fatalf("want one removed and one refused, got removed=%v refused=%v", removed, refused)
+	}
+	msg := condition(e.get(refused[0]), v1alpha1.ConditionLeft).Message
+	if want := "would leave 1 healthy voter of 2; quorum of 2 needs 2"; !strings.Contains(msg, want) {
+		t.Errorf("refusal %q lacks %q", msg, want)
+	}
+	if got := len(e.etcdMemberIDs()); got != 3 {
+		t.Fatalf("etcd has %d members, want 3", got)
+	}
+}
+
+// TestLeaveOfEtcdLeader: leadership moves to a healthy voter before the etcd leader is removed,
+// and writes keep succeeding throughout.
+func TestLeaveOfEtcdLeader(t *testing.T) {
+	e := newEnv(t, envConfig{size: 3})
+	agentLeader := e.leaderAgent()
+	etcdLeader := e.cluster.Leader(t)
+	if etcdLeader.Name == agentLeader {
+		// Make the etcd leader a member the leading agent may remove directly.
+		to := otherThan(e, agentLeader)
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		_, err := etcdLeader.Client(t).MoveLeader(ctx, to.ID())
+		cancel()
+		if err != nil {
+			t.Fatalf("move leader: %v", err)
+		}
+		etcdLeader = e.cluster.Leader(t)
+	}
+
+	// The writer talks to a member that stays: connections to the removed member itself drop
+	// with it, which is not what this test is about.
+	cli := otherThan(e, etcdLeader.Name).Client(t)
+	stop := make(chan struct{})
+	failures := make(chan error, 1000)
+	writes := make(chan int, 1)
+	go func() {
+		n := 0
+		defer func() { writes <- n }()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			_, err := cli.Put(ctx, "e2e/leader-leave", time.Now().String())
+			cancel()
+			if err != nil {
+				failures <- err
+			}
+			n++
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	e.leave(etcdLeader.Name)
+	e.waitFor(etcdLeader.Name, "Left=True/Removed", removedByUs)
+	close(stop)
+	n := <-writes
+	close(failures)
+	for err := range failures {
+		t.Errorf("write failed during the leader's removal: %v", err)
+	}
+	if n == 0 {
+		t.Fatalf("no writes were attempted")
+	}
+	if now := e.cluster.Leader(t); now == etcdLeader {
+		t.Fatalf("the removed member still leads")
+	}
+	if !e.agentLogsContain("Moving etcd leadership away from the leaving member") {
+		t.Errorf("no agent logged moving etcd leadership before the removal")
+	}
+}

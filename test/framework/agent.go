@@ -1,0 +1,140 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+)
+
+// agentHealthPort is where each agent serves /readyz, on its member's loopback address.
+const agentHealthPort = 9470
+
+// agentReadyTimeout bounds an agent's start: it waits for its etcd and registers its member.
+const agentReadyTimeout = 30 * time.Second
+
+// TestAgentArgs are the timings the tests run agents with: the production defaults are sized for
+// real networks; these keep each scenario to seconds. Per-agent args passed to StartAgent come
+// after them and so win.
+var TestAgentArgs = []string{
+	"--sync-interval=1s",
+	"--membership-poll-interval=500ms",
+	"--leader-elect-lease-duration=4s",
+	"--leader-elect-renew-deadline=3s",
+	"--leader-elect-retry-period=500ms",
+	"--recheck-interval=1s",
+	"--hand-over-retry=10s",
+	"--metrics-bind-address=0",
+}
+
+// Agent is an `etcdmember agent` process for one member, run from bin/etcdmember.
+type Agent struct {
+	Name string
+
+	member *Member
+	api    *APIServer
+	proc   *process
+	args   []string
+	health string
+}
+
+// StartAgent starts the agent of member m against api and waits until it has registered m.
+// The agent reads m's current client URL at every start, so it follows MoveTo.
+func StartAgent(t TB, m *Member, api *APIServer, args ...string) *Agent {
+	t.Helper()
+	a := &Agent{
+		Name:   m.Name,
+		member: m,
+		api:    api,
+		proc:   newProcess(m.c.owner, "agent "+m.Name, filepath.Join(m.dir, "agent.log")),
+		args:   args,
+		health: net.JoinHostPort(m.IP(), fmt.Sprint(agentHealthPort)),
+	}
+	a.Start(t)
+	return a
+}
+
+func (a *Agent) commandLine() []string {
+	args := []string{
+		"agent",
+		"--kubeconfig=" + a.api.Kubeconfig(),
+		"--etcd-endpoints=" + a.member.ClientURL(),
+		"--name=" + a.member.Name,
+		"--health-probe-bind-address=" + a.health,
+	}
+	if files := a.member.c.TLS(); files != nil {
+		args = append(args, "--etcd-cacert="+files.CA, "--etcd-cert="+files.ClientCert, "--etcd-key="+files.ClientKey)
+	}
+	args = append(args, TestAgentArgs...)
+	return append(args, a.args...)
+}
+
+// Start starts the agent (again) and waits until /readyz says its member is registered.
+func (a *Agent) Start(t TB) {
+	t.Helper()
+	if err := a.proc.start(Binary(t, "etcdmember"), a.commandLine()...); err != nil {
+		t.Fatalf("%v", err)
+	}
+	a.WaitReady(t)
+}
+
+// StartUnready starts the agent without waiting for it to register, for agents whose member is
+// gone or not started yet.
+func (a *Agent) StartUnready(t TB) {
+	t.Helper()
+	if err := a.proc.start(Binary(t, "etcdmember"), a.commandLine()...); err != nil {
+		t.Fatalf("%v", err)
+	}
+}
+
+// WaitReady waits until the agent's /readyz answers 200.
+func (a *Agent) WaitReady(t TB) {
+	t.Helper()
+	url := "http://" + a.health + "/readyz"
+	a.proc.waitReady(t, agentReadyTimeout, "agent "+a.Name+" ready at "+url, func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz: %s", resp.Status)
+		}
+		return nil
+	})
+}
+
+// Stop sends SIGTERM and waits for the agent to exit.
+func (a *Agent) Stop(t TB) {
+	t.Helper()
+	if err := a.proc.stop(); err != nil {
+		t.Fatalf("%v", err)
+	}
+}
+
+// Kill sends SIGKILL: the agent cannot release its Lease.
+func (a *Agent) Kill(t TB) {
+	t.Helper()
+	if err := a.proc.kill(); err != nil {
+		t.Fatalf("%v", err)
+	}
+}
+
+// Restart stops the agent and starts it again.
+func (a *Agent) Restart(t TB) {
+	t.Helper()
+	a.Stop(t)
+	a.Start(t)
+}
+
+// Running reports whether the agent process is alive.
+func (a *Agent) Running() bool { return a.proc.running() }
+
+// LogFile is the agent's log, kept across restarts.
+func (a *Agent) LogFile() string { return a.proc.logPath }

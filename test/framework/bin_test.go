@@ -1,0 +1,54 @@
+package framework_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/etcdmember/etcdmember/test/framework"
+)
+
+// recordingTB records Fatalf instead of stopping the goroutine, so a test can
+// inspect how the framework fails.
+type recordingTB struct {
+	*testing.T
+	fatals []string
+}
+
+func (r *recordingTB) Fatalf(format string, args ...any) {
+	r.fatals = append(r.fatals, fmt.Sprintf(format, args...))
+}
+
+func TestBinaryMissingFailsNamingMakeTestbin(t *testing.T) {
+	empty := t.TempDir()
+	t.Setenv("ETCDMEMBER_BIN_DIR", empty)
+	rec := &recordingTB{T: t}
+
+	framework.Binary(rec, "etcd")
+
+	if len(rec.fatals) != 1 {
+		t.Fatalf("Binary called Fatalf %d times, want once: %q", len(rec.fatals), rec.fatals)
+	}
+	want := fmt.Sprintf(`bin/etcd not found (looked in %s): run "make testbin"`, empty)
+	if rec.fatals[0] != want {
+		t.Errorf("Fatalf message = %q, want %q", rec.fatals[0], want)
+	}
+}
+
+func TestBinDirIsRepositoryBin(t *testing.T) {
+	t.Setenv("ETCDMEMBER_BIN_DIR", "")
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// This package lives in test/framework, two levels below the root.
+	want := filepath.Join(filepath.Dir(filepath.Dir(wd)), "bin")
+	if got := framework.BinDir(); got != want {
+		t.Errorf("BinDir() = %q, want %q", got, want)
+	}
+	if got := framework.Binary(t, "etcd"); !strings.HasPrefix(got, want) {
+		t.Errorf("Binary(etcd) = %q, want it under %q", got, want)
+	}
+}

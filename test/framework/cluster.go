@@ -1,0 +1,364 @@
+package framework
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+const (
+	etcdClientPort = 2379
+	etcdPeerPort   = 2380
+	// memberReadyTimeout covers a cold start on a loaded 2-core machine,
+	// including an election.
+	memberReadyTimeout = 30 * time.Second
+	// callTimeout bounds single membership calls made on the caller's behalf.
+	callTimeout = 10 * time.Second
+)
+
+// ClusterConfig describes the cluster NewCluster starts.
+type ClusterConfig struct {
+	// Size is the number of voting members, 1 to 7, named "node-1" to "node-N".
+	Size int
+	// TLS serves client and peer URLs over https with mutual TLS on both,
+	// using a CA generated for the cluster.
+	TLS bool
+}
+
+// Cluster is a set of real etcd processes, each on its own loopback address.
+// Membership-changing methods (AddMember, Rejoin) and a member's lifecycle
+// methods are meant to be called from one goroutine; the accessors are safe
+// to call from any.
+type Cluster struct {
+	owner  TB
+	dir    string
+	ca     *authority
+	tls    *TLSFiles   // nil without TLS
+	tlsCfg *tls.Config // client side; nil without TLS
+	token  string
+
+	mu      sync.Mutex
+	members []*Member
+}
+
+// NewCluster starts cfg.Size members and returns once every member serves and
+// all agree on the membership. Every process is killed at t's cleanup.
+func NewCluster(t TB, cfg ClusterConfig) *Cluster {
+	t.Helper()
+	if cfg.Size < 1 || cfg.Size > 7 {
+		t.Fatalf("cluster size %d out of range 1..7", cfg.Size)
+	}
+	bin := Binary(t, "etcd")
+	c := &Cluster{owner: t, dir: t.TempDir(), token: "framework-" + rand.Text()[:8]}
+	var err error
+	if c.ca, err = newAuthority(c.dir); err != nil {
+		t.Fatalf("cluster CA: %v", err)
+	}
+	if cfg.TLS {
+		client, err := c.ca.issueClient(c.dir, "etcd-client", "root")
+		if err != nil {
+			t.Fatalf("etcd client certificate: %v", err)
+		}
+		c.tls = &TLSFiles{CA: c.ca.file, ClientCert: client.CertFile, ClientKey: client.KeyFile}
+		if c.tlsCfg, err = tlsConfig(c.ca.certPEM, client); err != nil {
+			t.Fatalf("etcd client TLS: %v", err)
+		}
+	}
+
+	var initial []string
+	for i := 1; i <= cfg.Size; i++ {
+		m := c.newMember(t, fmt.Sprintf("node-%d", i))
+		initial = append(initial, m.Name+"="+m.PeerURL())
+	}
+	// A new cluster elects its first leader only once a majority runs, so
+	// every process starts before any is waited for.
+	for _, m := range c.Members() {
+		m.initialCluster, m.clusterState = strings.Join(initial, ","), "new"
+		m.launch(t, bin)
+	}
+	for _, m := range c.Members() {
+		m.waitServing(t, true)
+	}
+	c.waitAgreement(t)
+	return c
+}
+
+func (c *Cluster) scheme() string {
+	if c.tls != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// Members returns every member the cluster has started, in order, including
+// added ones and those currently stopped.
+func (c *Cluster) Members() []*Member {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.members)
+}
+
+// Member returns the member with the given name, or nil.
+func (c *Cluster) Member(name string) *Member {
+	for _, m := range c.Members() {
+		if m.Name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// Endpoints returns the client URLs of the members that are running and not
+// paused: a paused member accepts connections but never answers, which would
+// stall the requests a client balances onto it.
+func (c *Cluster) Endpoints() []string {
+	var eps []string
+	for _, m := range c.Members() {
+		if m.proc.responsive() {
+			eps = append(eps, m.ClientURL())
+		}
+	}
+	return eps
+}
+
+// Client returns a client over Endpoints(), with TLS configured when the
+// cluster has it. It is closed at t's cleanup.
+func (c *Cluster) Client(t TB) *clientv3.Client {
+	t.Helper()
+	return testClient(t, c.Endpoints(), c.tlsCfg)
+}
+
+// TLS returns the client certificate files, or nil for a plain cluster.
+func (c *Cluster) TLS() *TLSFiles {
+	return c.tls
+}
+
+// Leader returns the member etcd currently reports as leader, waiting for an
+// election if there is none.
+func (c *Cluster) Leader(t TB) *Member {
+	t.Helper()
+	cli, err := newClient(c.Endpoints(), c.tlsCfg)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	defer func() { _ = cli.Close() }()
+	var leader *Member
+	err = poll(memberReadyTimeout, nil, func(ctx context.Context) error {
+		var errs []error
+		for _, ep := range cli.Endpoints() {
+			st, err := cli.Status(ctx, ep)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if st.Leader == 0 {
+				errs = append(errs, fmt.Errorf("%s: no leader", ep))
+				continue
+			}
+			if leader = c.memberByID(st.Leader); leader == nil {
+				return fmt.Errorf("leader %x is not a member started by the framework", st.Leader)
+			}
+			return nil
+		}
+		return errors.Join(errs...)
+	})
+	if err != nil {
+		t.Fatalf("no etcd leader: %v", err)
+	}
+	return leader
+}
+
+func (c *Cluster) memberByID(id uint64) *Member {
+	for _, m := range c.Members() {
+		if m.ID() == id {
+			return m
+		}
+	}
+	return nil
+}
+
+// AddMember adds a member (a learner if asked) on a fresh address through
+// MemberAdd, starts it with initial-cluster-state=existing and waits until it
+// serves.
+func (c *Cluster) AddMember(t TB, name string, learner bool) *Member {
+	t.Helper()
+	if c.Member(name) != nil {
+		t.Fatalf("member %s already exists", name)
+	}
+	bin := Binary(t, "etcd")
+	m := c.newMember(t, name)
+	c.join(t, m, learner)
+	m.launch(t, bin)
+	m.waitServing(t, true)
+	return m
+}
+
+// Rejoin brings m back the way a wiped node returns: it stops m if running,
+// deletes its data dir, removes m's old record if the cluster still has it
+// (etcd refuses a second member with the same peer URL), adds m's peer URL
+// again through MemberAdd (as a learner if asked) and starts m as part of an
+// existing cluster. m.ID() then returns the new ID.
+func (c *Cluster) Rejoin(t TB, m *Member, learner bool) {
+	t.Helper()
+	bin := Binary(t, "etcd")
+	m.Wipe(t)
+	c.removeRecord(t, m.ID())
+	c.join(t, m, learner)
+	m.launch(t, bin)
+	m.waitServing(t, true)
+}
+
+func (c *Cluster) removeRecord(t TB, id uint64) {
+	t.Helper()
+	cli, err := newClient(c.Endpoints(), c.tlsCfg)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	defer func() { _ = cli.Close() }()
+	// Every error is retried: besides rejectedForNow's reasons, etcd refuses
+	// to remove a member it still counts as connected until the stream to the
+	// stopped process is gone, and a timed-out removal that did happen shows
+	// up in the next MemberList.
+	err = poll(memberReadyTimeout, nil, func(ctx context.Context) error {
+		list, err := cli.MemberList(ctx)
+		if err != nil {
+			return fmt.Errorf("member list: %w", err)
+		}
+		if !slices.ContainsFunc(list.Members, func(mm *etcdserverpb.Member) bool { return mm.ID == id }) {
+			return nil
+		}
+		if _, err := cli.MemberRemove(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
+			return fmt.Errorf("remove member %x: %w", id, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("removing old record of member %x: %v", id, err)
+	}
+}
+
+// join records m's peer URL in the cluster through MemberAdd and prepares m's
+// flags for joining it.
+func (c *Cluster) join(t TB, m *Member, learner bool) {
+	t.Helper()
+	cli, err := newClient(c.Endpoints(), c.tlsCfg)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	defer func() { _ = cli.Close() }()
+	add := cli.MemberAdd
+	if learner {
+		add = cli.MemberAddAsLearner
+	}
+	var resp *clientv3.MemberAddResponse
+	err = poll(memberReadyTimeout, nil, func(ctx context.Context) error {
+		r, err := add(ctx, []string{m.PeerURL()})
+		if err != nil && !rejectedForNow(err) {
+			return permanent{err}
+		}
+		resp = r
+		return err
+	})
+	if err != nil {
+		t.Fatalf("add member %s (%s, learner=%v): %v", m.Name, m.PeerURL(), learner, err)
+	}
+	// The same shape etcdctl prints after "member add": members that have not
+	// started yet have no name, and etcd only compares peer URLs.
+	var initial []string
+	for _, mm := range resp.Members {
+		name := mm.Name
+		if mm.ID == resp.Member.ID {
+			name = m.Name
+		}
+		for _, u := range mm.PeerURLs {
+			initial = append(initial, name+"="+u)
+		}
+	}
+	m.mu.Lock()
+	m.initialCluster, m.clusterState = strings.Join(initial, ","), "existing"
+	m.mu.Unlock()
+}
+
+// rejectedForNow reports whether etcd refused a membership change before
+// proposing it, for a reason that passes: strict reconfiguration checks
+// refuse changes until the serving member has been connected to a quorum for
+// five seconds, which is the case right after a cluster starts or a member
+// restarts.
+func rejectedForNow(err error) bool {
+	return errors.Is(err, rpctypes.ErrUnhealthy) || errors.Is(err, rpctypes.ErrMemberNotEnoughStarted)
+}
+
+// waitAgreement waits until every member, asked on its own endpoint, lists
+// the same started members, one per framework member.
+func (c *Cluster) waitAgreement(t TB) {
+	t.Helper()
+	members := c.Members()
+	clients := make([]*clientv3.Client, len(members))
+	for i, m := range members {
+		cli, err := newClient([]string{m.ClientURL()}, c.tlsCfg)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		defer func() { _ = cli.Close() }()
+		clients[i] = cli
+	}
+	err := poll(memberReadyTimeout, nil, func(ctx context.Context) error {
+		want := c.expectedView()
+		for i, cli := range clients {
+			view, err := membershipView(ctx, cli)
+			if err != nil {
+				return fmt.Errorf("%s: %w", members[i].Name, err)
+			}
+			if view != want {
+				return fmt.Errorf("%s lists %s, want %s", members[i].Name, view, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("members do not agree on membership: %v (logs in %s)", err, c.dir)
+	}
+}
+
+// membershipView renders the membership as cli's endpoint sees it, sorted by
+// ID, in a form that is easy to compare and to read in an error.
+func membershipView(ctx context.Context, cli *clientv3.Client) (string, error) {
+	list, err := cli.MemberList(ctx)
+	if err != nil {
+		return "", fmt.Errorf("member list: %w", err)
+	}
+	byID := map[uint64]string{}
+	for _, mm := range list.Members {
+		byID[mm.ID] = fmt.Sprintf("%s=%s", mm.Name, strings.Join(mm.PeerURLs, ";"))
+	}
+	return renderView(byID), nil
+}
+
+// expectedView renders the framework's own idea of the membership in the
+// format of membershipView.
+func (c *Cluster) expectedView() string {
+	byID := map[uint64]string{}
+	for _, m := range c.Members() {
+		byID[m.ID()] = fmt.Sprintf("%s=%s", m.Name, m.PeerURL())
+	}
+	return renderView(byID)
+}
+
+func renderView(byID map[uint64]string) string {
+	var parts []string
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		parts = append(parts, fmt.Sprintf("%x:%s", id, byID[id]))
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,184 @@
+package framework_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"github.com/etcdmember/etcdmember/test/framework"
+)
+
+func TestClusterMembersAgree(t *testing.T) {
+	t.Parallel()
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3})
+
+	want := expected(c.Members())
+	if len(want) != 3 {
+		t.Fatalf("cluster has %d members, want 3", len(want))
+	}
+	seen := map[string]string{}
+	for _, m := range c.Members() {
+		if ip := m.IP(); ip == "127.0.0.1" || !strings.HasPrefix(ip, "127.") {
+			t.Errorf("%s has IP %s, want its own 127.x.y.z", m.Name, ip)
+		}
+		if other, ok := seen[m.IP()]; ok {
+			t.Errorf("%s and %s share IP %s", m.Name, other, m.IP())
+		}
+		seen[m.IP()] = m.Name
+		got := describe(memberList(t, m.Client(t)))
+		if !slices.Equal(got, want) {
+			t.Errorf("MemberList via %s:\n got %q\nwant %q", m.Name, got, want)
+		}
+	}
+}
+
+func TestClusterSurvivesKilledLeader(t *testing.T) {
+	t.Parallel()
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3})
+	leader := c.Leader(t)
+
+	leader.Kill(t)
+
+	if leader.Running() {
+		t.Fatalf("%s still running after Kill", leader.Name)
+	}
+	if eps := c.Endpoints(); len(eps) != 2 || slices.Contains(eps, leader.ClientURL()) {
+		t.Fatalf("Endpoints() = %v, want the two survivors", eps)
+	}
+	for _, m := range c.Members() {
+		if m == leader {
+			continue
+		}
+		if got := memberList(t, m.Client(t)); len(got) != 3 {
+			t.Errorf("MemberList via %s has %d members, want 3", m.Name, len(got))
+		}
+	}
+	// The survivors need an election first.
+	cli := c.Client(t)
+	eventually(t, 15*time.Second, "put after killing the leader", func(ctx context.Context) error {
+		_, err := cli.Put(ctx, "after-kill", "ok")
+		return err
+	})
+	if newLeader := c.Leader(t); newLeader == leader {
+		t.Errorf("leader is still the killed %s", leader.Name)
+	}
+}
+
+func TestMemberMoveToThenMemberUpdate(t *testing.T) {
+	t.Parallel()
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3})
+	m := c.Member("node-2")
+	oldIP, oldPeer := m.IP(), m.PeerURL()
+
+	m.MoveTo(t)
+
+	if m.IP() == oldIP {
+		t.Fatalf("MoveTo kept IP %s", oldIP)
+	}
+	cli := c.Client(t)
+	if rec := find(memberList(t, cli), m.ID()); rec == nil || !slices.Equal(rec.PeerURLs, []string{oldPeer}) {
+		t.Fatalf("before MemberUpdate etcd's record is %v, want the old peer URL %s", rec, oldPeer)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.MemberUpdate(ctx, m.ID(), []string{m.PeerURL()}); err != nil {
+		t.Fatalf("member update: %v", err)
+	}
+
+	own := m.Client(t)
+	eventually(t, 15*time.Second, "linearizable read on the new client URL", func(ctx context.Context) error {
+		_, err := own.Get(ctx, "any")
+		return err
+	})
+	for _, other := range c.Members() {
+		rec := find(memberList(t, other.Client(t)), m.ID())
+		if rec == nil || !slices.Equal(rec.PeerURLs, []string{m.PeerURL()}) {
+			t.Errorf("MemberList via %s shows %v, want peer URL %s", other.Name, rec, m.PeerURL())
+		}
+	}
+}
+
+func TestLearnerAddedAndPromoted(t *testing.T) {
+	t.Parallel()
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3})
+
+	learner := c.AddMember(t, "node-4", true)
+
+	cli := c.Client(t)
+	if rec := find(memberList(t, cli), learner.ID()); rec == nil || !rec.IsLearner {
+		t.Fatalf("node-4 record is %v, want a learner", rec)
+	}
+	eventually(t, 30*time.Second, "promote node-4", func(ctx context.Context) error {
+		_, err := cli.MemberPromote(ctx, learner.ID())
+		if errors.Is(err, rpctypes.ErrMemberLearnerNotReady) {
+			return err
+		}
+		if err != nil {
+			t.Fatalf("promote node-4: %v", err)
+		}
+		return nil
+	})
+	for _, m := range c.Members() {
+		got := describe(memberList(t, m.Client(t)))
+		if want := expected(c.Members()); !slices.Equal(got, want) {
+			t.Errorf("MemberList via %s:\n got %q\nwant %q", m.Name, got, want)
+		}
+	}
+}
+
+func TestRejoinGetsNewID(t *testing.T) {
+	t.Parallel()
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3})
+	m := c.Member("node-3")
+	oldID := m.ID()
+
+	c.Rejoin(t, m, false)
+
+	if m.ID() == oldID {
+		t.Fatalf("rejoined member kept ID %x", oldID)
+	}
+	got := describe(memberList(t, c.Client(t)))
+	if want := expected(c.Members()); !slices.Equal(got, want) {
+		t.Fatalf("after rejoin MemberList:\n got %q\nwant %q", got, want)
+	}
+	cli := m.Client(t)
+	eventually(t, 15*time.Second, "put via the rejoined member", func(ctx context.Context) error {
+		_, err := cli.Put(ctx, "rejoined", fmt.Sprint(m.ID()))
+		return err
+	})
+}
+
+func TestMemberLifecycle(t *testing.T) {
+	t.Parallel()
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3})
+	m := c.Member("node-1")
+
+	m.Pause(t)
+	if !m.Running() || slices.Contains(c.Endpoints(), m.ClientURL()) {
+		t.Fatalf("paused member: Running()=%v, Endpoints()=%v; want running but not an endpoint", m.Running(), c.Endpoints())
+	}
+	m.Resume(t)
+	m.Pause(t)
+	// Stop must reach a paused process too.
+	m.Stop(t)
+	if m.Running() {
+		t.Fatalf("%s still running after Stop", m.Name)
+	}
+	id := m.ID()
+	m.Start(t)
+	m.Restart(t)
+	if m.ID() != id {
+		t.Errorf("restart from the data dir changed ID %x to %x", id, m.ID())
+	}
+	cli := m.Client(t)
+	eventually(t, 15*time.Second, "put via the restarted member", func(ctx context.Context) error {
+		_, err := cli.Put(ctx, "restarted", "ok")
+		return err
+	})
+}

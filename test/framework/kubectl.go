@@ -1,0 +1,47 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// kubectlTimeout bounds one kubectl run; `kubectl wait` calls pass their own shorter --timeout.
+const kubectlTimeout = 2 * time.Minute
+
+// Kubectl runs bin/kubectl with the admin kubeconfig and returns its combined output.
+func (a *APIServer) Kubectl(t TB, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), kubectlTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, Binary(t, "kubectl"), append([]string{"--kubeconfig", a.Kubeconfig()}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
+	}
+	return string(out), nil
+}
+
+// MustKubectl is Kubectl that fails the test on error.
+func (a *APIServer) MustKubectl(t TB, args ...string) string {
+	t.Helper()
+	out, err := a.Kubectl(t, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return out
+}
+
+// InstallEtcdmember applies config/default, as an operator would, and waits for the CRD.
+func (a *APIServer) InstallEtcdmember(t TB) {
+	t.Helper()
+	root, ok := RepoRoot()
+	if !ok {
+		t.Fatalf("cannot find the repository root (the directory with %s's go.mod) above the working directory", modulePath)
+	}
+	a.MustKubectl(t, "apply", "-k", filepath.Join(root, "config", "default"))
+	a.MustKubectl(t, "wait", "--for=condition=Established", "--timeout=30s", "crd/etcdmembers.etcdmember.io")
+}

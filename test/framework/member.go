@@ -1,0 +1,276 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Member is one etcd process of a Cluster. Its address, certificates and ID
+// change over its life (MoveTo, Rejoin); its name and directory do not.
+type Member struct {
+	Name string
+
+	c    *Cluster
+	dir  string
+	proc *process
+
+	mu             sync.Mutex
+	ip             string
+	id             uint64
+	certs          *keyPair // nil without TLS
+	initialCluster string
+	clusterState   string
+}
+
+// newMember allocates an address (and, with TLS, a certificate) for a member
+// that has not started yet, and registers it with the cluster.
+func (c *Cluster) newMember(t TB, name string) *Member {
+	t.Helper()
+	m := &Member{Name: name, c: c, dir: filepath.Join(c.dir, name)}
+	if err := os.MkdirAll(m.dir, 0o700); err != nil {
+		t.Fatalf("member directory: %v", err)
+	}
+	m.proc = newProcess(c.owner, "etcd "+name, filepath.Join(m.dir, "etcd.log"))
+	m.assignAddress(t)
+	c.mu.Lock()
+	c.members = append(c.members, m)
+	c.mu.Unlock()
+	return m
+}
+
+// assignAddress gives m a fresh loopback address, re-issuing its certificate
+// for that address when the cluster uses TLS.
+func (m *Member) assignAddress(t TB) {
+	t.Helper()
+	ip, err := allocateIP(etcdClientPort, etcdPeerPort)
+	if err != nil {
+		t.Fatalf("address for member %s: %v", m.Name, err)
+	}
+	var certs *keyPair
+	if m.c.tls != nil {
+		// A member dialling a peer's loopback address connects from 127.0.0.1,
+		// the kernel's source address for 127.0.0.0/8, and etcd verifies a
+		// client certificate's IP SANs against the connection's source; so
+		// the certificate names 127.0.0.1 besides the member's own address.
+		ips := []net.IP{net.ParseIP(ip), net.IPv4(127, 0, 0, 1)}
+		if certs, err = m.c.ca.issueServing(m.dir, "member", ips); err != nil {
+			t.Fatalf("certificate for member %s: %v", m.Name, err)
+		}
+	}
+	m.mu.Lock()
+	m.ip, m.certs = ip, certs
+	m.mu.Unlock()
+}
+
+// ID returns the etcd member ID, learned from the member's own Status answer
+// when it last started.
+func (m *Member) ID() uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.id
+}
+
+// IDHex returns the ID in hex, as etcdctl prints it.
+func (m *Member) IDHex() string { return strconv.FormatUint(m.ID(), 16) }
+
+// IP returns the member's own loopback address (never 127.0.0.1).
+func (m *Member) IP() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ip
+}
+
+// ClientURL returns scheme://IP:2379.
+func (m *Member) ClientURL() string { return m.url(etcdClientPort) }
+
+// PeerURL returns scheme://IP:2380, the URL the member listens and advertises
+// on. After MoveTo, etcd's record keeps the old peer URL until someone calls
+// MemberUpdate.
+func (m *Member) PeerURL() string { return m.url(etcdPeerPort) }
+
+func (m *Member) url(port int) string {
+	return m.c.scheme() + "://" + net.JoinHostPort(m.IP(), strconv.Itoa(port))
+}
+
+// DataDir returns the member's data directory.
+func (m *Member) DataDir() string { return filepath.Join(m.dir, "data") }
+
+// LogFile returns the path of the member's log, kept across restarts.
+func (m *Member) LogFile() string { return m.proc.logPath }
+
+// Running reports whether the member's process is alive (paused included).
+func (m *Member) Running() bool { return m.proc.running() }
+
+// Client returns a client for this member's endpoint only, closed at t's
+// cleanup.
+func (m *Member) Client(t TB) *clientv3.Client {
+	t.Helper()
+	return testClient(t, []string{m.ClientURL()}, m.c.tlsCfg)
+}
+
+// Stop sends SIGTERM and waits for the process to exit.
+func (m *Member) Stop(t TB) {
+	t.Helper()
+	if err := m.proc.stop(); err != nil {
+		t.Fatalf("stop member %s: %v", m.Name, err)
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to exit.
+func (m *Member) Kill(t TB) {
+	t.Helper()
+	if !m.Running() {
+		t.Fatalf("kill member %s: not running", m.Name)
+	}
+	if err := m.proc.kill(); err != nil {
+		t.Fatalf("kill member %s: %v", m.Name, err)
+	}
+}
+
+// Pause freezes the process with SIGSTOP: it keeps its connections but
+// answers nothing, like a hung machine.
+func (m *Member) Pause(t TB) {
+	t.Helper()
+	if err := m.proc.signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("pause member %s: %v", m.Name, err)
+	}
+}
+
+// Resume continues a paused process with SIGCONT.
+func (m *Member) Resume(t TB) {
+	t.Helper()
+	if err := m.proc.signal(syscall.SIGCONT); err != nil {
+		t.Fatalf("resume member %s: %v", m.Name, err)
+	}
+}
+
+// Start starts the member again from its data dir and waits until it serves.
+// It waits for a leader only when a majority of the cluster's members is then
+// running, so that members of a cluster that lost quorum can be started one
+// by one.
+func (m *Member) Start(t TB) {
+	t.Helper()
+	m.launch(t, Binary(t, "etcd"))
+	m.waitServing(t, m.c.majorityRunning())
+}
+
+// Restart stops the member with SIGTERM and starts it again.
+func (m *Member) Restart(t TB) {
+	t.Helper()
+	m.Stop(t)
+	m.Start(t)
+}
+
+// Wipe stops the member if it runs and deletes its data dir, as if its disk
+// were replaced.
+func (m *Member) Wipe(t TB) {
+	t.Helper()
+	if m.Running() {
+		m.Stop(t)
+	}
+	if err := os.RemoveAll(m.DataDir()); err != nil {
+		t.Fatalf("wipe member %s: %v", m.Name, err)
+	}
+}
+
+// MoveTo restarts the member from its data dir on a new loopback address,
+// listening and advertising there (with TLS, on a certificate for the new
+// address). It deliberately does not call MemberUpdate: etcd's record keeps
+// the old peer URL, so the other members cannot reach this one until the test
+// (or the product under test) updates it. MoveTo therefore returns as soon as
+// the member answers on its new client URL, without waiting for a leader.
+func (m *Member) MoveTo(t TB) {
+	t.Helper()
+	if m.Running() {
+		m.Stop(t)
+	}
+	m.assignAddress(t)
+	m.launch(t, Binary(t, "etcd"))
+	m.waitServing(t, false)
+}
+
+func (c *Cluster) majorityRunning() bool {
+	members := c.Members()
+	running := 0
+	for _, m := range members {
+		if m.proc.responsive() {
+			running++
+		}
+	}
+	return 2*running > len(members)
+}
+
+func (m *Member) launch(t TB, bin string) {
+	t.Helper()
+	if err := m.proc.start(bin, m.args()...); err != nil {
+		t.Fatalf("member %s: %v", m.Name, err)
+	}
+}
+
+func (m *Member) args() []string {
+	client, peer := m.ClientURL(), m.PeerURL()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	args := []string{
+		"--name", m.Name,
+		"--data-dir", m.DataDir(),
+		"--listen-client-urls", client,
+		"--advertise-client-urls", client,
+		"--listen-peer-urls", peer,
+		"--initial-advertise-peer-urls", peer,
+		// Ignored by etcd once the data dir holds a WAL, which is why MoveTo
+		// and Start can leave them as they were at the first start.
+		"--initial-cluster", m.initialCluster,
+		"--initial-cluster-state", m.clusterState,
+		"--initial-cluster-token", m.c.token,
+		// Test data need not survive a power cut, and fsync dominates commit
+		// latency on shared CI disks.
+		"--unsafe-no-fsync",
+	}
+	if m.certs != nil {
+		args = append(args,
+			"--cert-file", m.certs.CertFile,
+			"--key-file", m.certs.KeyFile,
+			"--trusted-ca-file", m.c.ca.file,
+			"--client-cert-auth",
+			"--peer-cert-file", m.certs.CertFile,
+			"--peer-key-file", m.certs.KeyFile,
+			"--peer-trusted-ca-file", m.c.ca.file,
+			"--peer-client-cert-auth",
+		)
+	}
+	return args
+}
+
+// waitServing waits until the member answers Status on its own client URL
+// (and reports a leader if needLeader), and records the ID it reports.
+func (m *Member) waitServing(t TB, needLeader bool) {
+	t.Helper()
+	url := m.ClientURL()
+	cli, err := newClient([]string{url}, m.c.tlsCfg)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	defer func() { _ = cli.Close() }()
+	m.proc.waitReady(t, memberReadyTimeout, "not serving on "+url, func(ctx context.Context) error {
+		st, err := cli.Status(ctx, url)
+		if err != nil {
+			return err
+		}
+		if needLeader && st.Leader == 0 {
+			return errors.New("no leader")
+		}
+		m.mu.Lock()
+		m.id = st.Header.MemberId
+		m.mu.Unlock()
+		return nil
+	})
+}

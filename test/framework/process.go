@@ -1,0 +1,261 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const (
+	// stopTimeout bounds a graceful stop; an etcd leader hands over leadership
+	// before exiting, which takes a few election timeouts at worst.
+	stopTimeout = 30 * time.Second
+	// killTimeout bounds the wait after SIGKILL, which only fails to reap a
+	// process stuck in the kernel.
+	killTimeout = 10 * time.Second
+	// logTailLines is how much of each log a failed test prints.
+	logTailLines = 150
+)
+
+// process is a restartable child process (an etcd member, the apiserver)
+// whose log file accumulates across restarts.
+type process struct {
+	name    string
+	logPath string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{} // closed once cmd has exited
+	exitErr error
+	paused  bool
+}
+
+// newProcess registers the process's cleanup on owner right away, so it runs
+// however the test ends and whichever TB later starts or stops the process.
+func newProcess(owner TB, name, logPath string) *process {
+	p := &process{name: name, logPath: logPath}
+	owner.Cleanup(func() {
+		if err := p.kill(); err != nil {
+			owner.Logf("cleanup: %v", err)
+		}
+		if owner.Failed() {
+			owner.Logf("last %d lines of %s (%s):\n%s", logTailLines, p.name, p.logPath, p.tail(logTailLines))
+		}
+	})
+	return p
+}
+
+// start launches bin with args, appending its output to the log file.
+func (p *process) start(bin string, args ...string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done != nil && !isClosed(p.done) {
+		return fmt.Errorf("%s is already running", p.name)
+	}
+	log, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open log of %s: %w", p.name, err)
+	}
+	// The child gets its own descriptor; the parent's copy only writes the
+	// header that separates one run from the next.
+	defer func() { _ = log.Close() }()
+	if _, err := fmt.Fprintf(log, "=== %s starting: %s %s\n", time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " ")); err != nil {
+		return fmt.Errorf("write log of %s: %w", p.name, err)
+	}
+
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	// A crashed or killed test binary never runs its cleanups; the kernel then
+	// kills the children instead of leaving them holding ports.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	done := make(chan struct{})
+	p.cmd, p.done, p.exitErr, p.paused = cmd, done, nil, false
+	go func() {
+		err := cmd.Wait()
+		p.mu.Lock()
+		p.exitErr = err
+		p.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+func (p *process) running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done != nil && !isClosed(p.done)
+}
+
+// responsive reports whether the process runs and is not paused.
+func (p *process) responsive() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done != nil && !isClosed(p.done) && !p.paused
+}
+
+// exited reports why the last run ended, or nil while it is still running, so
+// that readiness waits can give up as soon as the process dies.
+func (p *process) exited() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done == nil || !isClosed(p.done) {
+		return nil
+	}
+	if p.exitErr != nil {
+		return fmt.Errorf("%s exited: %w", p.name, p.exitErr)
+	}
+	return fmt.Errorf("%s exited", p.name)
+}
+
+func (p *process) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done == nil || isClosed(p.done) {
+		return fmt.Errorf("%s is not running", p.name)
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("signal %v to %s: %w", sig, p.name, err)
+	}
+	switch sig {
+	case syscall.SIGSTOP:
+		p.paused = true
+	case syscall.SIGCONT:
+		p.paused = false
+	}
+	return nil
+}
+
+// stop sends SIGTERM and waits for the exit, escalating to SIGKILL when the
+// process does not exit in time.
+func (p *process) stop() error {
+	p.mu.Lock()
+	paused := p.paused
+	p.mu.Unlock()
+	if err := p.signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	// A stopped process only acts on SIGTERM once it is continued.
+	if paused {
+		if err := p.signal(syscall.SIGCONT); err != nil {
+			return err
+		}
+	}
+	if p.wait(stopTimeout) {
+		return nil
+	}
+	if err := p.kill(); err != nil {
+		return err
+	}
+	return fmt.Errorf("%s ignored SIGTERM for %s and was killed (log: %s)", p.name, stopTimeout, p.logPath)
+}
+
+// kill sends SIGKILL and waits for the exit; it is a no-op when the process is
+// not running.
+func (p *process) kill() error {
+	if err := p.signal(syscall.SIGKILL); err != nil {
+		if !p.running() {
+			return nil
+		}
+		return err
+	}
+	if !p.wait(killTimeout) {
+		return fmt.Errorf("%s did not exit within %s of SIGKILL", p.name, killTimeout)
+	}
+	return nil
+}
+
+func (p *process) wait(timeout time.Duration) bool {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	select {
+	case <-done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+// waitReady polls check until it succeeds, failing the test when the deadline
+// passes or the process exits first.
+func (p *process) waitReady(t TB, timeout time.Duration, what string, check func(context.Context) error) {
+	t.Helper()
+	if err := poll(timeout, p.exited, check); err != nil {
+		t.Fatalf("%s: %s: %v (log: %s)", p.name, what, err, p.logPath)
+	}
+}
+
+// tail returns the last n lines of the log, each prefixed with the process
+// name so that interleaved tails of several processes stay readable.
+func (p *process) tail(n int) string {
+	data, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return fmt.Sprintf("[%s] cannot read log: %v", p.name, err)
+	}
+	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
+	lines = lines[max(0, len(lines)-n):]
+	var b strings.Builder
+	for _, line := range lines {
+		fmt.Fprintf(&b, "[%s] %s\n", p.name, line)
+	}
+	return b.String()
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+const (
+	pollInterval = 50 * time.Millisecond
+	// attemptTimeout bounds each single check so that one hung call cannot eat
+	// the whole deadline.
+	attemptTimeout = 2 * time.Second
+)
+
+// permanent marks an error from a poll check that retrying cannot fix.
+type permanent struct{ error }
+
+func (p permanent) Unwrap() error { return p.error }
+
+// poll calls check every pollInterval until it returns nil or timeout passes,
+// or until check returns a permanent error. abort, if not nil, is consulted
+// between attempts and ends the wait early.
+func poll(timeout time.Duration, abort func() error, check func(context.Context) error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), min(attemptTimeout, max(time.Until(deadline), pollInterval)))
+		err := check(ctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		var perm permanent
+		if errors.As(err, &perm) {
+			return perm.error
+		}
+		if abort != nil {
+			if aerr := abort(); aerr != nil {
+				return fmt.Errorf("%w (last error: %w)", aerr, err)
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not done after %s: %w", timeout, err)
+		}
+		time.Sleep(pollInterval)
+	}
+}
