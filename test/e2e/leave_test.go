@@ -162,3 +162,15 @@ func otherThan(e *env, name string) *framework.Member {
 	e.t.Fatalf("no member other than %s", name)
 	return nil
 }
+
+// TestLeaveWithTLS: the same leave on a cluster with client and peer mutual TLS, the agents using
+// etcdctl-style certificate flags and the guard probing every voter over TLS.
+func TestLeaveWithTLS(t *testing.T) {
+	e := newEnv(t, envConfig{size: 3, tls: true})
+	target := otherThan(e, e.leaderAgent())
+	e.leave(target.Name)
+	e.waitFor(target.Name, "Left=True/Removed", removedByUs)
+	if e.etcdMemberIDs()[target.ID()] {
+		t.Fatalf("member still in etcd")
+	}
+}

@@ -38,18 +38,14 @@ func BinDir() string {
 		}
 		return dir
 	}
+	if root, ok := RepoRoot(); ok {
+		return filepath.Join(root, "bin")
+	}
 	wd, err := os.Getwd()
 	if err != nil {
 		return "bin"
 	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if isModuleRoot(dir) {
-			return filepath.Join(dir, "bin")
-		}
-		if filepath.Dir(dir) == dir {
-			return filepath.Join(wd, "bin")
-		}
-	}
+	return filepath.Join(wd, "bin")
 }
 
 func isModuleRoot(dir string) bool {
@@ -76,8 +72,16 @@ func Binary(t TB, name string) string {
 	path := filepath.Join(dir, name)
 	info, err := os.Stat(path)
 	if err != nil || info.IsDir() || info.Mode().Perm()&0o111 == 0 {
-		t.Fatalf("bin/%s not found (looked in %s): run \"make testbin\"", name, dir)
+		t.Fatalf("bin/%s not found (looked in %s): run \"%s\"", name, dir, buildCommand(name))
 		return ""
 	}
 	return path
+}
+
+// buildCommand names the make target that builds bin/<name>.
+func buildCommand(name string) string {
+	if name == "etcdmember" {
+		return "make build"
+	}
+	return "make testbin"
 }
