@@ -64,3 +64,26 @@ const AnnotationForceLeave = "etcdmember.io/force-leave"
 
 // ReasonForced is the Event reason of a removal that skipped the quorum guard.
 const ReasonForced = "ForcedLeave"
+
+// ConditionRemovable is the pre-flight answer for a joined member: would removing it right now
+// keep the cluster's quorum? Automation can check it before setting spec.leave. It follows the
+// leader's periodic health probes; the leave itself is judged again on a fresh probe.
+const ConditionRemovable = "Removable"
+
+// Reasons of the Removable condition.
+const (
+	// ReasonQuorumKept (Removable=True): the healthy voters left would still make a quorum.
+	ReasonQuorumKept = "QuorumKept"
+	// ReasonLearner (Removable=True): the member is a learner; removing it costs no vote.
+	ReasonLearner = "Learner"
+	// ReasonQuorumAtRisk and ReasonLastVoter (Removable=False) mean what they mean for Left.
+)
+
+// FinalizerMember is held on an EtcdMember while its member is in etcd, so that deleting the
+// object (allowed by the admission policy only once spec.leave is set) waits until the member is
+// gone, and the object never disappears while its member still votes.
+const FinalizerMember = "etcdmember.io/member"
+
+// LabelDiscovered marks an object the leader created for a member no agent had registered: added
+// by hand, left over after an IP change or a wipe, never started, or sharing its name with another.
+const LabelDiscovered = "etcdmember.io/discovered"

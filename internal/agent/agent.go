@@ -52,6 +52,14 @@ type Options struct {
 	ProbeTimeout           time.Duration
 	RecheckInterval        time.Duration
 	HandOverRetry          time.Duration
+
+	// AdvertisePeerURLs are the peer URLs etcd should record for the local member; empty leaves
+	// etcd's record alone.
+	AdvertisePeerURLs []string
+	// OnRemovedExec is a shell command run once after the local member was removed on request;
+	// empty runs nothing. OnRemovedTimeout bounds it.
+	OnRemovedExec    string
+	OnRemovedTimeout time.Duration
 }
 
 // DefaultOptions returns the defaults the CLI shows.
@@ -71,6 +79,7 @@ func DefaultOptions() Options {
 		ProbeTimeout:            controller.DefaultProbeTimeout,
 		RecheckInterval:         controller.DefaultRecheckInterval,
 		HandOverRetry:           controller.DefaultHandOverRetry,
+		OnRemovedTimeout:        5 * time.Minute,
 	}
 }
 
@@ -90,10 +99,14 @@ func (o Options) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"--sync-interval": o.SyncInterval, "--membership-poll-interval": o.MembershipPollInterval,
 		"--probe-timeout": o.ProbeTimeout, "--etcd-wait-timeout": o.EtcdWaitTimeout,
+		"--on-removed-timeout": o.OnRemovedTimeout,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
 		}
+	}
+	if _, err := normalizePeerURLs(o.AdvertisePeerURLs); err != nil {
+		errs = append(errs, fmt.Errorf("--advertise-peer-urls: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -105,6 +118,10 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	log := logf.FromContext(ctx)
+	peerURLs, err := normalizePeerURLs(opts.AdvertisePeerURLs)
+	if err != nil {
+		return fmt.Errorf("--advertise-peer-urls: %w", err)
+	}
 	restConfig, err := loadKubeconfig(opts.Kubeconfig)
 	if err != nil {
 		return err
@@ -146,6 +163,7 @@ func Run(ctx context.Context, opts Options) error {
 	registrar := &Registrar{
 		Reader: mgr.GetAPIReader(), Client: writer, Etcd: etcdClient, Events: recorder,
 		Endpoint: opts.EtcdEndpoints[0], Name: opts.Name, Interval: opts.SyncInterval,
+		PeerURLs: peerURLs, OnRemoved: OnRemovedHook{Command: opts.OnRemovedExec, Timeout: opts.OnRemovedTimeout},
 	}
 	identityName := opts.Name
 	if identityName == "" {

@@ -110,12 +110,14 @@ func (l *leadership) runTerm(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("creating the leader's manager: %w", err)
 	}
-	watcher := controller.NewMembershipWatcher(mgr.GetClient(), l.etcd, l.opts.MembershipPollInterval)
+	watcher := controller.NewMembershipWatcher(mgr.GetClient(), mgr.GetAPIReader(), l.etcd,
+		l.opts.MembershipPollInterval, controller.DefaultProbeInterval, l.opts.ProbeTimeout)
 	reconciler := &controller.LeaveReconciler{
 		Client:          mgr.GetClient(),
 		Etcd:            l.etcd,
 		Events:          l.events,
 		LocalMemberID:   l.registrar.LocalMemberID,
+		Health:          watcher.Health,
 		HandOver:        l.handOver,
 		ChangeLock:      &l.changeLock,
 		ProbeTimeout:    l.opts.ProbeTimeout,

@@ -23,9 +23,13 @@ import (
 
 const apiTimeout = 10 * time.Second
 
-// errNotMember means the local etcd answers but is not in the cluster's member list: it was
-// removed and has not shut down yet, or it is not part of this cluster at all.
-var errNotMember = errors.New("the local etcd member is not in the cluster's member list")
+// notMemberError means the local etcd answers, as member id, but is not in the cluster's member
+// list: it was removed and has not shut down yet, or it is not part of this cluster at all.
+type notMemberError struct{ id uint64 }
+
+func (e notMemberError) Error() string {
+	return fmt.Sprintf("the local etcd member %s is not in the cluster's member list", etcd.IDString(e.id))
+}
 
 // Registrar keeps the local member's EtcdMember object: it creates it, keeps what the local member
 // knows about itself in status, and takes the object over when the node re-joins as a new member.
@@ -39,9 +43,25 @@ type Registrar struct {
 	// Name overrides the local member's etcd name as the object's name.
 	Name     string
 	Interval time.Duration
+	// PeerURLs, normalized, are the peer URLs etcd should record for the local member; empty
+	// leaves etcd's record alone.
+	PeerURLs []string
+	// OnRemoved runs after the local member was removed on request; a zero value does nothing.
+	OnRemoved OnRemovedHook
 
 	local      atomic.Uint64
 	registered atomic.Bool
+
+	// Only the sync loop touches these.
+	peerUpdateErr string
+	last          registration
+}
+
+// registration is what the last successful sync learned: which object tracks which member ID.
+// It outlives the local etcd, which shuts itself down once removed.
+type registration struct {
+	object string
+	id     uint64
 }
 
 // LocalMemberID returns the local member's ID, or 0 before the first successful sync.
@@ -80,7 +100,9 @@ func (r *Registrar) Ready() error {
 func (r *Registrar) sync(ctx context.Context) error {
 	self, err := r.localMember(ctx)
 	if err != nil {
-		return err
+		// A member removed on request shuts its etcd down, so whether to run the on-removed
+		// command is decided from the object alone.
+		return errors.Join(err, r.afterRemoval(ctx, err))
 	}
 	name := r.Name
 	if name == "" {
@@ -96,16 +118,34 @@ func (r *Registrar) sync(ctx context.Context) error {
 	err = r.get(ctx, objName, obj)
 	switch {
 	case apierrors.IsNotFound(err):
-		return r.create(ctx, objName, self)
+		if obj, err = r.create(ctx, objName, self); err != nil {
+			return err
+		}
 	case err != nil:
+		return fmt.Errorf("reading EtcdMember %s: %w", objName, err)
+	case beingDeleted(ctx, obj):
+		return nil
+	}
+	if localID := etcd.IDString(self.ID); obj.Status.MemberID != "" && obj.Status.MemberID != localID {
+		err = r.takeOver(ctx, obj, self)
+	} else {
+		err = r.refresh(ctx, obj, r.advertise(ctx, obj, self))
+	}
+	if err != nil {
 		return err
 	}
-	localID := etcd.IDString(self.ID)
-	switch obj.Status.MemberID {
-	case "", localID:
-		return r.refresh(ctx, obj, self)
+	r.last = registration{object: obj.Name, id: self.ID}
+	return nil
+}
+
+// beingDeleted tells whether obj is on its way out. The registrar then leaves it alone: whoever
+// holds its finalizer owns it until it is gone, and an update would race them.
+func beingDeleted(ctx context.Context, obj *v1alpha1.EtcdMember) bool {
+	if obj.DeletionTimestamp == nil {
+		return false
 	}
-	return r.takeOver(ctx, obj, self)
+	logf.FromContext(ctx).V(1).Info("Leaving alone an object that is being deleted", "object", obj.Name)
+	return true
 }
 
 // localMember asks the local endpoint which member it is, then finds it in the member list.
@@ -124,7 +164,7 @@ func (r *Registrar) localMember(ctx context.Context) (etcd.Member, error) {
 			return m, nil
 		}
 	}
-	return etcd.Member{}, fmt.Errorf("member %s: %w", etcd.IDString(st.MemberID), errNotMember)
+	return etcd.Member{}, notMemberError{id: st.MemberID}
 }
 
 func (r *Registrar) get(ctx context.Context, name string, obj *v1alpha1.EtcdMember) error {
@@ -133,15 +173,15 @@ func (r *Registrar) get(ctx context.Context, name string, obj *v1alpha1.EtcdMemb
 	return r.Reader.Get(ctx, types.NamespacedName{Name: name}, obj)
 }
 
-func (r *Registrar) create(ctx context.Context, objName string, self etcd.Member) error {
+func (r *Registrar) create(ctx context.Context, objName string, self etcd.Member) (*v1alpha1.EtcdMember, error) {
 	obj := &v1alpha1.EtcdMember{ObjectMeta: metav1.ObjectMeta{Name: objName}}
 	logf.FromContext(ctx).Info("Registering local member", "object", objName, "memberID", etcd.IDString(self.ID))
-	cctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	if err := r.Client.Create(cctx, obj); err != nil {
-		return fmt.Errorf("creating EtcdMember %s: %w", objName, err)
+	if err := r.Client.Create(ctx, obj); err != nil {
+		return nil, fmt.Errorf("creating EtcdMember %s: %w", objName, err)
 	}
-	return r.refresh(ctx, obj, self)
+	return obj, nil
 }
 
 // refresh writes what the local member knows about itself, when it changed. It never touches

@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -46,6 +47,10 @@ type LeaveReconciler struct {
 	// returns false when that cannot help: leader election is off, or a hand-over for this member
 	// just ended with leadership straight back here, meaning no other agent is campaigning.
 	HandOver func(memberID uint64) bool
+
+	// Health returns the voters' health from the leader's periodic probes (false before the
+	// first); it drives the Removable condition.
+	Health func() (map[uint64]bool, bool)
 
 	// ChangeLock is held for a whole reconcile and shared by every leadership term of an agent, so a
 	// term that ends mid-change can never overlap a new term's first change.
@@ -95,7 +100,28 @@ func (r *LeaveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		}
 		r.recordTransition(ctx, before, m)
 	}
+	if err := r.syncFinalizer(ctx, m); err != nil {
+		return ctrl.Result{}, errors.Join(actErr, err)
+	}
 	return result, actErr
+}
+
+// syncFinalizer holds FinalizerMember exactly while the member is in etcd: a deletion the
+// admission policy let through (spec.leave is set) then waits until the leave is done.
+func (r *LeaveReconciler) syncFinalizer(ctx context.Context, m *v1alpha1.EtcdMember) error {
+	want := status.IsTrue(m, v1alpha1.ConditionJoined)
+	if controllerutil.ContainsFinalizer(m, v1alpha1.FinalizerMember) == want {
+		return nil
+	}
+	if want {
+		controllerutil.AddFinalizer(m, v1alpha1.FinalizerMember)
+	} else {
+		controllerutil.RemoveFinalizer(m, v1alpha1.FinalizerMember)
+	}
+	if err := r.Client.Update(ctx, m); err != nil {
+		return fmt.Errorf("updating the finalizer of %s: %w", m.Name, err)
+	}
+	return nil
 }
 
 func (r *LeaveReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember, members []etcd.Member) (ctrl.Result, error) {
@@ -111,9 +137,11 @@ func (r *LeaveReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember,
 	target, found := find(members, id)
 	if !found {
 		markGone(m)
+		status.Remove(m, v1alpha1.ConditionRemovable)
 		return ctrl.Result{}, nil
 	}
 	status.Observe(m, target)
+	r.setRemovable(m, target, members)
 	if !m.Spec.Leave {
 		// A cancelled request leaves nothing to report.
 		status.Remove(m, v1alpha1.ConditionLeft)

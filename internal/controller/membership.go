@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"maps"
 	"reflect"
+	"sync"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,27 +17,62 @@ import (
 	"github.com/etcdmember/etcdmember/internal/etcd"
 )
 
-// DefaultMembershipPollInterval is how often the leader reads etcd's member list to notice
-// changes nobody announced through the API (etcdctl, a member that died of its own removal).
-const DefaultMembershipPollInterval = 2 * time.Second
+// Defaults of the watcher's intervals.
+const (
+	// DefaultMembershipPollInterval is how often the leader reads etcd's member list to notice
+	// changes nobody announced through the API (etcdctl, a member that died of its own removal).
+	DefaultMembershipPollInterval = 2 * time.Second
+	// DefaultProbeInterval is how often the leader probes every voter for the Removable
+	// condition.
+	DefaultProbeInterval = 5 * time.Second
 
-// MembershipWatcher turns changes of etcd's member list into reconcile requests for every object.
-// It runs on the leader only.
+	// discoveryPolls is how many member list polls a member may go without an object before the
+	// leader creates one for it.
+	discoveryPolls = 10
+)
+
+// MembershipWatcher watches what etcd has no watch for: its member list and its voters' health.
+// When either changes it creates objects for members that have none, then asks the controller to
+// reconcile every object. It runs on the leader only.
 type MembershipWatcher struct {
-	client   client.Reader
-	etcd     *etcd.Client
-	interval time.Duration
-	events   chan event.GenericEvent
+	client        client.Client
+	reader        client.Reader
+	etcd          *etcd.Client
+	pollInterval  time.Duration
+	probeInterval time.Duration
+	probeTimeout  time.Duration
+	events        chan event.GenericEvent
+
+	// discoveryGrace is how long a member may go without an object before the watcher creates
+	// one; unregistered records since when each such member has been seen.
+	discoveryGrace time.Duration
+	unregistered   map[uint64]time.Time
+
+	mu      sync.Mutex
+	healthy map[uint64]bool
 }
 
-// NewMembershipWatcher polls etcd every interval and lists objects through c.
-func NewMembershipWatcher(c client.Reader, e *etcd.Client, interval time.Duration) *MembershipWatcher {
-	return &MembershipWatcher{client: c, etcd: e, interval: interval, events: make(chan event.GenericEvent, 64)}
+// NewMembershipWatcher polls etcd; c writes discovered objects and reader reads around the cache,
+// so that a member is never given two objects.
+func NewMembershipWatcher(c client.Client, reader client.Reader, e *etcd.Client, pollInterval, probeInterval, probeTimeout time.Duration) *MembershipWatcher {
+	return &MembershipWatcher{
+		client: c, reader: reader, etcd: e,
+		pollInterval: pollInterval, probeInterval: probeInterval, probeTimeout: probeTimeout,
+		discoveryGrace: discoveryPolls * pollInterval,
+		events:         make(chan event.GenericEvent, 64),
+	}
 }
 
 // Source is the controller's view of the watcher.
 func (w *MembershipWatcher) Source() source.Source {
 	return source.Channel(w.events, &handler.EnqueueRequestForObject{})
+}
+
+// Health returns the voters' health from the latest probe, and false before the first one.
+func (w *MembershipWatcher) Health() (map[uint64]bool, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.healthy), w.healthy != nil
 }
 
 // NeedLeaderElection makes the watcher run on the leader only.
@@ -44,33 +81,62 @@ func (w *MembershipWatcher) NeedLeaderElection() bool { return true }
 // Start polls until ctx ends.
 func (w *MembershipWatcher) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("membership")
-	var last []etcd.Member
-	ticker := time.NewTicker(w.interval)
+	ctx = logf.IntoContext(ctx, log)
+	var (
+		last      []etcd.Member
+		lastProbe time.Time
+		waiting   bool
+	)
+	ticker := time.NewTicker(w.pollInterval)
 	defer ticker.Stop()
 	for {
+		members, err := w.etcd.MemberList(ctx)
+		switch {
+		case err != nil:
+			log.V(1).Info("Reading the member list failed", "error", err.Error())
+		default:
+			changed := !reflect.DeepEqual(last, members)
+			if changed || time.Since(lastProbe) >= w.probeInterval {
+				lastProbe = time.Now()
+				changed = w.probe(ctx, members) || changed
+			}
+			if changed || waiting {
+				last = members
+				var err error
+				if waiting, err = w.discover(ctx, members); err != nil {
+					log.Error(err, "Creating objects for unregistered members failed")
+				}
+			}
+			if changed {
+				if err := w.enqueueAll(ctx); err != nil {
+					log.Error(err, "Listing EtcdMembers failed")
+					last = nil
+				}
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C:
 		}
-		members, err := w.etcd.MemberList(ctx)
-		if err != nil {
-			log.V(1).Info("Reading the member list failed", "error", err.Error())
-			continue
-		}
-		if last != nil && reflect.DeepEqual(last, members) {
-			continue
-		}
-		last = members
-		if err := w.enqueueAll(ctx); err != nil {
-			log.Error(err, "Listing EtcdMembers failed")
-			last = nil
-		}
 	}
 }
 
+// probe refreshes the voters' health and tells whether it changed.
+func (w *MembershipWatcher) probe(ctx context.Context, members []etcd.Member) bool {
+	healthy := map[uint64]bool{}
+	for _, v := range probeVoters(ctx, w.etcd, members, 0, w.probeTimeout) {
+		healthy[v.ID] = v.Healthy
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	changed := !maps.Equal(w.healthy, healthy)
+	w.healthy = healthy
+	return changed
+}
+
 func (w *MembershipWatcher) enqueueAll(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	var list v1alpha1.EtcdMemberList
 	if err := w.client.List(ctx, &list); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -22,7 +23,7 @@ func (r *LeaveReconciler) guard(ctx context.Context, m *v1alpha1.EtcdMember, tar
 		return true
 	}
 	log := logf.FromContext(ctx)
-	voters := r.probeVoters(ctx, members, target.ID)
+	voters := probeVoters(ctx, r.Etcd, members, target.ID, r.ProbeTimeout)
 	verdict := checkRemoval(voters, target, m.Name)
 	forced := m.Annotations[v1alpha1.AnnotationForceLeave] == "true"
 	if !verdict.Allowed && (!forced || verdict.LastVoter) {
@@ -45,16 +46,47 @@ func (r *LeaveReconciler) guard(ctx context.Context, m *v1alpha1.EtcdMember, tar
 	return true
 }
 
+// setRemovable answers the pre-flight question for a listed member from the latest periodic
+// probe: would removing it now keep quorum?
+func (r *LeaveReconciler) setRemovable(m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member) {
+	if target.IsLearner {
+		status.Set(m, v1alpha1.ConditionRemovable, metav1.ConditionTrue, v1alpha1.ReasonLearner,
+			"The member is a learner: removing it does not change the quorum.")
+		return
+	}
+	healthy, ok := r.Health()
+	if !ok {
+		return
+	}
+	var voters []quorum.Voter
+	for _, mem := range members {
+		if !mem.IsLearner {
+			voters = append(voters, quorum.Voter{ID: mem.ID, Name: mem.Name, Healthy: healthy[mem.ID]})
+		}
+	}
+	verdict := quorum.CheckRemoval(voters, target.ID, m.Name)
+	switch {
+	case verdict.Allowed:
+		status.Set(m, v1alpha1.ConditionRemovable, metav1.ConditionTrue, v1alpha1.ReasonQuorumKept, verdict.Message+".")
+	case verdict.LastVoter:
+		status.Set(m, v1alpha1.ConditionRemovable, metav1.ConditionFalse, v1alpha1.ReasonLastVoter,
+			verdict.Message+". Add another member before removing this one.")
+	default:
+		status.Set(m, v1alpha1.ConditionRemovable, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk,
+			verdict.Message+". Bring the unhealthy members back, or remove them first.")
+	}
+}
+
 // voter is a voting member with the outcome of a direct probe.
 type voter struct {
 	etcd.Member
 	Healthy bool
 }
 
-// probeVoters probes every voting member except the target, each over its own connection and in
+// probeVoters probes every voting member except skip, each over its own connection and in
 // parallel, so the whole check costs one probe timeout at most. The target's own health does not
 // change the verdict: it is leaving either way.
-func (r *LeaveReconciler) probeVoters(ctx context.Context, members []etcd.Member, target uint64) []voter {
+func probeVoters(ctx context.Context, client *etcd.Client, members []etcd.Member, skip uint64, timeout time.Duration) []voter {
 	var (
 		voters []voter
 		wg     sync.WaitGroup
@@ -65,11 +97,11 @@ func (r *LeaveReconciler) probeVoters(ctx context.Context, members []etcd.Member
 		}
 	}
 	for i := range voters {
-		if voters[i].ID == target {
+		if voters[i].ID == skip {
 			continue
 		}
 		wg.Go(func() {
-			err := r.Etcd.Probe(ctx, voters[i].ClientURLs, r.ProbeTimeout)
+			err := client.Probe(ctx, voters[i].ClientURLs, timeout)
 			voters[i].Healthy = err == nil
 			if err != nil {
 				logf.FromContext(ctx).V(1).Info("Voter unhealthy", "member", voters[i].Name, "error", err.Error())

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/etcdmember/etcdmember/api/v1alpha1"
 	"github.com/etcdmember/etcdmember/internal/agent"
@@ -29,6 +31,13 @@ const (
 	// settle bounds how long a leave, a registration or a hand-over may take in these tests.
 	settle = 45 * time.Second
 )
+
+// TestMain silences controller-runtime's client logging, which these tests do not read; without a
+// logger it prints a warning with a stack trace instead.
+func TestMain(m *testing.M) {
+	logf.SetLogger(logr.Discard())
+	os.Exit(m.Run())
+}
 
 // env is one scenario's world: etcd members, an apiserver on them with the CRD installed, and
 // an agent per member.

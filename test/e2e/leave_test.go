@@ -32,7 +32,7 @@ func TestAgentsRegisterMembers(t *testing.T) {
 		if strings.Join(obj.Status.PeerURLs, ",") != m.PeerURL() || strings.Join(obj.Status.ClientURLs, ",") != m.ClientURL() {
 			t.Errorf("%s: URLs %v %v, want %s %s", m.Name, obj.Status.PeerURLs, obj.Status.ClientURLs, m.PeerURL(), m.ClientURL())
 		}
-		if obj.Status.IsLearner || obj.Spec.Leave || obj.Status.Name != "" {
+		if obj.Status.IsLearner || obj.Spec.Leave || obj.Status.Name != "" || obj.Labels[v1alpha1.LabelDiscovered] != "" {
 			t.Errorf("%s: unexpected fields %s", m.Name, describe(obj))
 		}
 		if c := condition(obj, v1alpha1.ConditionJoined); c.LastTransitionTime.IsZero() || c.ObservedGeneration != obj.Generation {

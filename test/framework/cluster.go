@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -193,11 +194,19 @@ func (c *Cluster) memberByID(id uint64) *Member {
 // serves.
 func (c *Cluster) AddMember(t TB, name string, learner bool) *Member {
 	t.Helper()
+	return c.AddMemberAs(t, name, name, learner)
+}
+
+// AddMemberAs is AddMember for a member whose etcd name (--name) differs from the framework's
+// name for it, e.g. two members that share one etcd name.
+func (c *Cluster) AddMemberAs(t TB, name, etcdName string, learner bool) *Member {
+	t.Helper()
 	if c.Member(name) != nil {
 		t.Fatalf("member %s already exists", name)
 	}
 	bin := Binary(t, "etcd")
 	m := c.newMember(t, name)
+	m.etcdName = etcdName
 	c.join(t, m, learner)
 	m.launch(t, bin)
 	m.waitServing(t, true)
@@ -273,13 +282,14 @@ func (c *Cluster) join(t TB, m *Member, learner bool) {
 	if err != nil {
 		t.Fatalf("add member %s (%s, learner=%v): %v", m.Name, m.PeerURL(), learner, err)
 	}
-	// The same shape etcdctl prints after "member add": members that have not
-	// started yet have no name, and etcd only compares peer URLs.
+	// etcd only compares peer URLs when a member joins, so the others are
+	// listed under their IDs: names may be empty (members that never started)
+	// or shared (AddMemberAs), and either would merge two members into one.
 	var initial []string
 	for _, mm := range resp.Members {
-		name := mm.Name
+		name := strconv.FormatUint(mm.ID, 16)
 		if mm.ID == resp.Member.ID {
-			name = m.Name
+			name = m.EtcdName()
 		}
 		for _, u := range mm.PeerURLs {
 			initial = append(initial, name+"="+u)

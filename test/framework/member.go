@@ -18,6 +18,10 @@ import (
 type Member struct {
 	Name string
 
+	// etcdName is the member's --name when it differs from Name (AddMemberAs); set before the
+	// first start and never changed.
+	etcdName string
+
 	c    *Cluster
 	dir  string
 	proc *process
@@ -28,6 +32,14 @@ type Member struct {
 	certs          *keyPair // nil without TLS
 	initialCluster string
 	clusterState   string
+}
+
+// EtcdName is the member's name in etcd: Name unless AddMemberAs gave another.
+func (m *Member) EtcdName() string {
+	if m.etcdName != "" {
+		return m.etcdName
+	}
+	return m.Name
 }
 
 // newMember allocates an address (and, with TLS, a certificate) for a member
@@ -220,7 +232,7 @@ func (m *Member) args() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	args := []string{
-		"--name", m.Name,
+		"--name", m.EtcdName(),
 		"--data-dir", m.DataDir(),
 		"--listen-client-urls", client,
 		"--advertise-client-urls", client,

@@ -1,0 +1,132 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/util/retry"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/etcdmember/internal/naming"
+	"github.com/etcdmember/etcdmember/internal/status"
+)
+
+const apiTimeout = 10 * time.Second
+
+// discover gives every etcd member without an object one, labelled as discovered, so that a
+// member added by hand, left over after an IP change or a wipe, never started, or sharing its
+// name with another is visible and can be asked to leave like any other. A member is only
+// discovered once it has gone without an object for discoveryGrace: at boot the agents register
+// their own members moments after etcd lists them, and a member publishes its name only after it
+// has started. It returns whether members are still waiting out the grace.
+func (w *MembershipWatcher) discover(ctx context.Context, members []etcd.Member) (bool, error) {
+	listCtx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	var list v1alpha1.EtcdMemberList
+	if err := w.reader.List(listCtx, &list); err != nil {
+		return false, fmt.Errorf("listing EtcdMembers: %w", err)
+	}
+	known := map[string]bool{}
+	taken := map[string]bool{}
+	for _, o := range list.Items {
+		taken[o.Name] = true
+		if o.Status.MemberID != "" {
+			known[o.Status.MemberID] = true
+		}
+	}
+	now := time.Now()
+	unregistered := map[uint64]time.Time{}
+	waiting := false
+	for _, m := range members {
+		if known[etcd.IDString(m.ID)] || registering(list.Items, m) {
+			continue
+		}
+		since, seen := w.unregistered[m.ID]
+		if !seen {
+			since = now
+		}
+		unregistered[m.ID] = since
+		if now.Sub(since) < w.discoveryGrace {
+			waiting = true
+			continue
+		}
+		name := discoveredName(m, taken)
+		taken[name] = true
+		if err := w.createDiscovered(ctx, name, m); err != nil {
+			w.unregistered = unregistered
+			return true, err
+		}
+	}
+	w.unregistered = unregistered
+	return waiting, nil
+}
+
+// registering tells whether an agent has created the member's object and not yet written its
+// status: the object has the member's name and no member ID.
+func registering(objects []v1alpha1.EtcdMember, m etcd.Member) bool {
+	name := naming.ObjectName(m.Name)
+	for _, o := range objects {
+		if o.Name == name && o.Status.MemberID == "" && o.Labels[v1alpha1.LabelDiscovered] != "true" {
+			return true
+		}
+	}
+	return false
+}
+
+// discoveredName is the member's usual object name when free; the name with the member ID
+// appended when another member's object holds it; "member-<id>" for a member that never started
+// and so has no name.
+func discoveredName(m etcd.Member, taken map[string]bool) string {
+	id := etcd.IDString(m.ID)
+	base := naming.ObjectName(m.Name)
+	if base == "" {
+		return "member-" + id
+	}
+	if !taken[base] {
+		return base
+	}
+	if limit := validation.DNS1123SubdomainMaxLength - len(id) - 1; len(base) > limit {
+		base = base[:limit]
+	}
+	return base + "-" + id
+}
+
+// createDiscovered creates the object, then records the member in its status. The two steps
+// are separate API calls, so a retry after an interrupted first attempt finds the object and
+// finishes the second.
+func (w *MembershipWatcher) createDiscovered(ctx context.Context, name string, m etcd.Member) error {
+	logf.FromContext(ctx).Info("Creating an object for an unregistered member",
+		"object", name, "memberID", etcd.IDString(m.ID), "etcdName", m.Name)
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	obj := &v1alpha1.EtcdMember{ObjectMeta: metav1.ObjectMeta{
+		Name:   name,
+		Labels: map[string]string{v1alpha1.LabelDiscovered: "true"},
+	}}
+	if err := w.client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating EtcdMember %s: %w", name, err)
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &v1alpha1.EtcdMember{}
+		if err := w.reader.Get(ctx, types.NamespacedName{Name: name}, cur); err != nil {
+			return err
+		}
+		if cur.Status.MemberID != "" || cur.Labels[v1alpha1.LabelDiscovered] != "true" {
+			// An agent registered it meanwhile.
+			return nil
+		}
+		status.Observe(cur, m)
+		return w.client.Status().Update(ctx, cur)
+	})
+	if err != nil {
+		return fmt.Errorf("recording member %s in %s: %w", etcd.IDString(m.ID), name, err)
+	}
+	return nil
+}
