@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +24,7 @@ import (
 	"github.com/etcdmember/etcdmember/api/v1alpha1"
 	"github.com/etcdmember/etcdmember/internal/etcd"
 	"github.com/etcdmember/etcdmember/internal/events"
+	"github.com/etcdmember/etcdmember/internal/metrics"
 	"github.com/etcdmember/etcdmember/internal/status"
 )
 
@@ -59,6 +61,9 @@ type LeaveReconciler struct {
 	ProbeTimeout    time.Duration
 	RecheckInterval time.Duration
 	HandOverRetry   time.Duration
+
+	// leaveSeen records when this term first saw each pending leave, for LeaveDuration.
+	leaveSeen map[types.UID]time.Time
 }
 
 // SetupWithManager registers the controller. membershipChanged delivers every object whenever
@@ -145,6 +150,7 @@ func (r *LeaveReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember,
 	if !m.Spec.Leave {
 		// A cancelled request leaves nothing to report.
 		status.Remove(m, v1alpha1.ConditionLeft)
+		delete(r.leaveSeen, m.UID)
 		return ctrl.Result{}, nil
 	}
 	return r.leave(ctx, m, target, members)
@@ -178,6 +184,12 @@ func removed(m *v1alpha1.EtcdMember) {
 // leave carries out a leave request for a member that is still in etcd.
 func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member) (ctrl.Result, error) {
 	log := logf.FromContext(ctx).WithValues("memberID", m.Status.MemberID)
+	if r.leaveSeen == nil {
+		r.leaveSeen = map[types.UID]time.Time{}
+	}
+	if _, ok := r.leaveSeen[m.UID]; !ok {
+		r.leaveSeen[m.UID] = time.Now()
+	}
 	if target.ID == r.LocalMemberID() {
 		return r.handOver(ctx, m, target), nil
 	}
@@ -200,6 +212,8 @@ func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, tar
 		return ctrl.Result{}, err
 	}
 	removed(m)
+	metrics.LeaveDuration.Observe(time.Since(r.leaveSeen[m.UID]).Seconds())
+	delete(r.leaveSeen, m.UID)
 	return ctrl.Result{}, nil
 }
 

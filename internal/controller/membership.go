@@ -108,6 +108,8 @@ func (w *MembershipWatcher) Start(ctx context.Context) error {
 				}
 			}
 			if changed {
+				healthy, _ := w.Health()
+				recordMembership(members, healthy)
 				if err := w.enqueueAll(ctx); err != nil {
 					log.Error(err, "Listing EtcdMembers failed")
 					last = nil
@@ -116,6 +118,7 @@ func (w *MembershipWatcher) Start(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
+			forgetMembership()
 			return nil
 		case <-ticker.C:
 		}
@@ -142,6 +145,7 @@ func (w *MembershipWatcher) enqueueAll(ctx context.Context) error {
 	if err := w.client.List(ctx, &list); err != nil {
 		return err
 	}
+	recordObjects(list.Items)
 	for i := range list.Items {
 		select {
 		case w.events <- event.GenericEvent{Object: &list.Items[i]}:

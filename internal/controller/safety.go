@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdmember/etcdmember/api/v1alpha1"
 	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/etcdmember/internal/metrics"
 	"github.com/etcdmember/etcdmember/internal/quorum"
 	"github.com/etcdmember/etcdmember/internal/status"
 )
@@ -32,6 +33,7 @@ func (r *LeaveReconciler) guard(ctx context.Context, m *v1alpha1.EtcdMember, tar
 			reason = v1alpha1.ReasonLastVoter
 		}
 		log.Info("Refusing leave", "reason", reason, "detail", verdict.Message)
+		metrics.GuardRefusals.WithLabelValues(reason).Inc()
 		status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, reason,
 			fmt.Sprintf("Refused: %s. The request is re-checked every %s as member health changes; bring the unhealthy members back or remove them first.", verdict.Message, r.RecheckInterval))
 		return false

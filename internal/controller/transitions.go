@@ -6,6 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/internal/metrics"
 	"github.com/etcdmember/etcdmember/internal/status"
 )
 
@@ -13,6 +14,9 @@ import (
 // message, so each state is announced once however often it is re-checked.
 func (r *LeaveReconciler) recordTransition(ctx context.Context, before, after *v1alpha1.EtcdMember) {
 	if c := changed(before, after, v1alpha1.ConditionLeft); c != nil {
+		if outcome := leaveOutcome(c.Reason); outcome != "" {
+			metrics.LeaveRequests.WithLabelValues(outcome).Inc()
+		}
 		switch {
 		case c.Status == metav1.ConditionTrue:
 			r.Events.Normal(ctx, after, c.Reason, "Leave", c.Message)

@@ -13,6 +13,8 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdmember/etcdmember/internal/metrics"
 )
 
 // DefaultCallTimeout bounds every etcd call unless the caller's context is shorter.
@@ -135,6 +137,7 @@ func (c *Client) Status(ctx context.Context, endpoint string) (EndpointStatus, e
 	defer cancel()
 	resp, err := c.cli.Status(ctx, endpoint)
 	if err != nil {
+		metrics.EtcdErrors.WithLabelValues("Status").Inc()
 		return EndpointStatus{}, fmt.Errorf("etcd status of %s: %w", endpoint, err)
 	}
 	return EndpointStatus{MemberID: resp.Header.MemberId, Leader: resp.Leader, IsLearner: resp.IsLearner}, nil
@@ -146,6 +149,7 @@ func (c *Client) MemberList(ctx context.Context) ([]Member, error) {
 	defer cancel()
 	resp, err := c.cli.MemberList(ctx)
 	if err != nil {
+		metrics.EtcdErrors.WithLabelValues("MemberList").Inc()
 		return nil, fmt.Errorf("etcd member list: %w", err)
 	}
 	members := make([]Member, 0, len(resp.Members))
@@ -166,6 +170,7 @@ func (c *Client) MemberRemove(ctx context.Context, id uint64) error {
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
 	if _, err := c.cli.MemberRemove(ctx, id); err != nil {
+		metrics.EtcdErrors.WithLabelValues("MemberRemove").Inc()
 		return fmt.Errorf("etcd member remove %s: %w", IDString(id), err)
 	}
 	return nil
@@ -176,6 +181,7 @@ func (c *Client) MemberUpdate(ctx context.Context, id uint64, peerURLs []string)
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
 	if _, err := c.cli.MemberUpdate(ctx, id, peerURLs); err != nil {
+		metrics.EtcdErrors.WithLabelValues("MemberUpdate").Inc()
 		return fmt.Errorf("etcd member update %s: %w", IDString(id), err)
 	}
 	return nil
@@ -191,6 +197,7 @@ func (c *Client) MoveLeader(ctx context.Context, leaderEndpoint string, transfer
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
 	if _, err := cli.cli.MoveLeader(ctx, transferee); err != nil {
+		metrics.EtcdErrors.WithLabelValues("MoveLeader").Inc()
 		return fmt.Errorf("etcd move leader to %s: %w", IDString(transferee), err)
 	}
 	return nil
@@ -214,6 +221,7 @@ func (c *Client) Probe(ctx context.Context, clientURLs []string, timeout time.Du
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if _, err := probe.cli.Get(ctx, "etcdmember-health-probe"); err != nil {
+		metrics.EtcdErrors.WithLabelValues("Probe").Inc()
 		return fmt.Errorf("probing %v: %w", clientURLs, err)
 	}
 	return nil

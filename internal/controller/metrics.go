@@ -1,0 +1,80 @@
+package controller
+
+import (
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/etcdmember/internal/metrics"
+	"github.com/etcdmember/etcdmember/internal/status"
+)
+
+// recordMembership exports the member list and the voters' health as the leader last saw them.
+func recordMembership(members []etcd.Member, healthy map[uint64]bool) {
+	metrics.EtcdMembers.Reset()
+	metrics.MemberHealthy.Reset()
+	metrics.MemberLearner.Reset()
+	metrics.EtcdMembers.WithLabelValues("voter").Set(0)
+	metrics.EtcdMembers.WithLabelValues("learner").Set(0)
+	for _, m := range members {
+		id := etcd.IDString(m.ID)
+		if m.IsLearner {
+			metrics.EtcdMembers.WithLabelValues("learner").Inc()
+			metrics.MemberLearner.WithLabelValues(m.Name, id).Set(1)
+			continue
+		}
+		metrics.EtcdMembers.WithLabelValues("voter").Inc()
+		metrics.MemberLearner.WithLabelValues(m.Name, id).Set(0)
+		metrics.MemberHealthy.WithLabelValues(m.Name, id).Set(boolValue(healthy[m.ID]))
+	}
+}
+
+// recordObjects exports the objects by the state of their Joined condition.
+func recordObjects(objects []v1alpha1.EtcdMember) {
+	counts := map[string]float64{"joined": 0, "removed": 0, "not_found": 0, "unknown": 0}
+	for i := range objects {
+		c := status.Get(&objects[i], v1alpha1.ConditionJoined)
+		switch {
+		case c == nil:
+			counts["unknown"]++
+		case status.IsTrue(&objects[i], v1alpha1.ConditionJoined):
+			counts["joined"]++
+		case c.Reason == v1alpha1.ReasonRemoved:
+			counts["removed"]++
+		default:
+			counts["not_found"]++
+		}
+	}
+	for state, n := range counts {
+		metrics.Objects.WithLabelValues(state).Set(n)
+	}
+}
+
+// forgetMembership drops the leader-only gauges when a leadership term ends, so a former leader
+// does not keep exporting a stale view.
+func forgetMembership() {
+	metrics.EtcdMembers.Reset()
+	metrics.MemberHealthy.Reset()
+	metrics.MemberLearner.Reset()
+	metrics.Objects.Reset()
+}
+
+// leaveOutcome maps a Left condition reason to the outcome label of LeaveRequests.
+func leaveOutcome(reason string) string {
+	switch reason {
+	case v1alpha1.ReasonRemoved:
+		return "removed"
+	case v1alpha1.ReasonNotFound:
+		return "not_found"
+	case v1alpha1.ReasonEtcdError:
+		return "failed"
+	case v1alpha1.ReasonQuorumAtRisk, v1alpha1.ReasonLastVoter, v1alpha1.ReasonNoOtherAgent, v1alpha1.ReasonNoMemberID:
+		return "refused"
+	}
+	return ""
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

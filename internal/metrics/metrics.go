@@ -1,0 +1,66 @@
+// Package metrics defines etcdmember's Prometheus metrics. They are registered with
+// controller-runtime's registry, which the agent serves on --metrics-bind-address together with
+// controller-runtime's own controller and client metrics.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	// EtcdMembers counts etcd's members by role, as the leader last read the member list.
+	EtcdMembers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdmember_etcd_members",
+		Help: "Members in etcd's member list by role (voter or learner), as the leader last read it.",
+	}, []string{"role"})
+
+	// Objects counts EtcdMember objects by the state of their Joined condition.
+	Objects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdmember_objects",
+		Help: "EtcdMember objects by state: joined, removed, not_found, or unknown (not yet observed).",
+	}, []string{"state"})
+
+	// MemberHealthy is 1 when the leader's last probe found the voter healthy.
+	MemberHealthy = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdmember_member_healthy",
+		Help: "1 if the leader's last probe of the voter served a linearizable read, else 0.",
+	}, []string{"member", "member_id"})
+
+	// MemberLearner is 1 for a learner, 0 for a voter.
+	MemberLearner = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdmember_member_learner",
+		Help: "1 if the member is a learner, 0 if it votes.",
+	}, []string{"member", "member_id"})
+
+	// LeaveRequests counts leave requests by outcome; refusals and failures are counted once per
+	// change of reason, like their Events.
+	LeaveRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "etcdmember_leave_requests_total",
+		Help: "Leave requests by outcome: removed, not_found, refused, failed.",
+	}, []string{"outcome"})
+
+	// LeaveDuration measures from the leader first seeing a leave request to the member's removal.
+	LeaveDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "etcdmember_leave_duration_seconds",
+		Help:    "Time from the leader first seeing a leave request to the member being removed from etcd.",
+		Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+	})
+
+	// GuardRefusals counts quorum guard refusals by reason.
+	GuardRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "etcdmember_guard_refusals_total",
+		Help: "Leave requests the quorum guard refused, by reason (QuorumAtRisk, LastVoter), once per evaluation.",
+	}, []string{"reason"})
+
+	// EtcdErrors counts failed etcd calls by method.
+	EtcdErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "etcdmember_etcd_errors_total",
+		Help: "Failed etcd calls by method (Status, MemberList, MemberRemove, MemberUpdate, MoveLeader, Probe).",
+	}, []string{"method"})
+)
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(EtcdMembers, Objects, MemberHealthy, MemberLearner,
+		LeaveRequests, LeaveDuration, GuardRefusals, EtcdErrors)
+}
