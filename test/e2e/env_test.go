@@ -47,6 +47,8 @@ type env struct {
 	api     *framework.APIServer
 	client  client.Client
 	agents  map[string]*framework.Agent
+	// agentKubeconfig is the least-privilege credential the agents run with.
+	agentKubeconfig string
 }
 
 type envConfig struct {
@@ -82,8 +84,13 @@ func newEnv(t *testing.T, cfg envConfig) *env {
 			names = append(names, m.Name)
 		}
 	}
+	// The agents run with least privilege: an identity in the group the shipped RBAC binds, and
+	// nothing else. Every scenario thereby proves that config/default grants enough.
+	_, agentKubeconfig := api.User(t, "etcdmember-agent", "etcdmember:agents")
+	e.agentKubeconfig = agentKubeconfig
+	args := append([]string{"--kubeconfig=" + agentKubeconfig}, cfg.agentArgs...)
 	for _, name := range names {
-		e.agents[name] = framework.StartAgent(t, c.Member(name), api, cfg.agentArgs...)
+		e.agents[name] = framework.StartAgent(t, c.Member(name), api, args...)
 	}
 	return e
 }

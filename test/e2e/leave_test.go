@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -173,4 +174,63 @@ func TestLeaveWithTLS(t *testing.T) {
 	if e.etcdMemberIDs()[target.ID()] {
 		t.Fatalf("member still in etcd")
 	}
+	assertNoKeyMaterial(t, e)
+}
+
+// assertNoKeyMaterial checks that no private key, neither etcd's client key nor the agents' API
+// credential, shows in the agents' logs, the Events or the objects.
+func assertNoKeyMaterial(t *testing.T, e *env) {
+	t.Helper()
+	var secrets []string
+	for _, path := range []string{e.cluster.TLS().ClientKey, e.agentKubeconfig} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets = append(secrets, keyLines(string(data))...)
+	}
+	if len(secrets) == 0 {
+		t.Fatal("found no key material to look for")
+	}
+	var haystacks []string
+	for _, a := range e.agents {
+		data, err := os.ReadFile(a.LogFile())
+		if err != nil {
+			t.Fatal(err)
+		}
+		haystacks = append(haystacks, string(data))
+	}
+	haystacks = append(haystacks, e.kubectl("get", "etcdmembers", "-o", "yaml"),
+		e.kubectl("get", "events.events.k8s.io", "-n", "kube-system", "-o", "yaml"))
+	for _, h := range haystacks {
+		if strings.Contains(h, "PRIVATE KEY") {
+			t.Errorf("a PEM private key header leaked")
+		}
+		for _, secret := range secrets {
+			if strings.Contains(h, secret) {
+				t.Errorf("key material leaked: %.12s...", secret)
+			}
+		}
+	}
+}
+
+// keyLines returns the base64 body lines of PEM private keys in a file, and the inline
+// client-key-data of a kubeconfig.
+func keyLines(text string) []string {
+	var out []string
+	inKey := false
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "-----BEGIN") && strings.Contains(line, "PRIVATE KEY"):
+			inKey = true
+		case strings.HasPrefix(line, "-----END"):
+			inKey = false
+		case inKey && len(line) > 16:
+			out = append(out, line)
+		case strings.HasPrefix(line, "client-key-data:"):
+			out = append(out, strings.TrimSpace(strings.TrimPrefix(line, "client-key-data:")))
+		}
+	}
+	return out
 }
