@@ -18,5 +18,7 @@ removes a member from etcd, safely, when its object gets spec.leave: true.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newAgentCommand())
+	root.AddCommand(newStatusCommand())
+	root.AddCommand(newLeaveCommand())
 	return root
 }

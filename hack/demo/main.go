@@ -7,10 +7,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
+	"time"
 
 	"github.com/etcdmember/etcdmember/test/framework"
 )
@@ -45,6 +48,7 @@ func demo(l *lab) {
 	}
 	show(l, api, "get", "etcdmembers")
 	etcdctl(l, cluster, "member", "list", "-w", "table")
+	status(l, api, cluster)
 
 	leaving := cluster.Member("node-2")
 	oldID := leaving.IDHex()
@@ -53,7 +57,7 @@ func demo(l *lab) {
 	show(l, api, "wait", "etcdmember/node-2", "--for=condition=Joined=false", "--timeout=60s")
 	etcdctl(l, cluster, "member", "list", "-w", "table")
 	fmt.Println("\n    The object stays as history:")
-	show(l, api, "get", "etcdmembers")
+	status(l, api, cluster)
 	show(l, api, "get", "etcdmember", "node-2", "-o",
 		`jsonpath={range .status.conditions[*]}{.type}={.status} ({.reason}) {.message}{"\n"}{end}`)
 	show(l, api, "get", "events.events.k8s.io", "-n", "kube-system", "--field-selector", "regarding.name=node-2",
@@ -66,7 +70,7 @@ func demo(l *lab) {
 	show(l, api, "get", "etcdmembers")
 	show(l, api, "get", "etcdmember", "node-2", "-o",
 		`jsonpath={range .status.conditions[*]}{.type}={.status} ({.reason}) {.message}{"\n"}{end}`)
-	etcdctl(l, cluster, "member", "list", "-w", "table")
+	status(l, api, cluster)
 
 	step("Cleaning up")
 }
@@ -86,6 +90,22 @@ func etcdctl(l *lab, c *framework.Cluster, args ...string) {
 		l.Fatalf("%v\n%s", err, out)
 	}
 	fmt.Print(indent(out))
+}
+
+// status runs `etcdmember status`, which joins the objects with live etcd, the way an operator
+// with KUBECONFIG set would.
+func status(l *lab, api *framework.APIServer, c *framework.Cluster) {
+	endpoints := strings.Join(c.Endpoints(), ",")
+	fmt.Printf("\n$ etcdmember status --etcd-endpoints %s\n", endpoints)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, framework.Binary(l, "etcdmember"), "status", "--etcd-endpoints", endpoints)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+api.Kubeconfig())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		l.Fatalf("etcdmember status: %v\n%s", err, out)
+	}
+	fmt.Print(indent(string(out)))
 }
 
 func quoteArgs(args []string) string {

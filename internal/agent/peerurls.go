@@ -15,6 +15,7 @@ import (
 
 	"github.com/etcdmember/etcdmember/api/v1alpha1"
 	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/etcdmember/internal/events"
 )
 
 // Event reasons of --advertise-peer-urls. They live here rather than in api/v1alpha1 because
@@ -110,32 +111,46 @@ func samePeerURLs(recorded, want []string) bool {
 }
 
 // advertise makes etcd record the peer URLs this node advertises now. etcd never updates its
-// record by itself: after an address change the other members keep dialling the old one. It
-// returns self with the peer URLs etcd records afterwards. A failure is logged and retried at
-// the next sync; its Warning Event is written only when etcd's error changes, so a node that
-// cannot update for an hour leaves one Event, not one per sync.
-func (r *Registrar) advertise(ctx context.Context, obj *v1alpha1.EtcdMember, self etcd.Member) etcd.Member {
+// record by itself: after an address change the other members keep dialling the old address. It
+// runs before the object is read, so that fixing etcd does not wait for the API server, and
+// returns self as etcd records it afterwards, with the Event to write about the object. A failure
+// is logged and retried at the next sync; its Warning is written only when etcd's error changes,
+// so a node that cannot update for an hour leaves one Event, not one per sync.
+func (r *Registrar) advertise(ctx context.Context, self etcd.Member) (etcd.Member, peerURLEvent) {
 	if len(r.PeerURLs) == 0 || samePeerURLs(self.PeerURLs, r.PeerURLs) {
-		return self
+		return self, peerURLEvent{}
 	}
-	log := logf.FromContext(ctx).WithValues("object", obj.Name, "memberID", etcd.IDString(self.ID),
-		"from", self.PeerURLs, "to", r.PeerURLs)
+	id := etcd.IDString(self.ID)
+	log := logf.FromContext(ctx).WithValues("memberID", id, "from", self.PeerURLs, "to", r.PeerURLs)
 	change := fmt.Sprintf("%s -> %s", strings.Join(self.PeerURLs, ","), strings.Join(r.PeerURLs, ","))
 	if err := r.Etcd.MemberUpdate(ctx, self.ID, r.PeerURLs); err != nil {
 		log.Error(err, "Updating the local member's peer URLs failed; retrying at the next sync")
 		if msg := err.Error(); msg != r.peerUpdateErr {
 			r.peerUpdateErr = msg
-			r.Events.Warning(ctx, obj, ReasonPeerURLsUpdateFailed, "UpdatePeerURLs",
-				fmt.Sprintf("Updating the peer URLs of member %s (%s) failed: %v", etcd.IDString(self.ID), change, err))
+			return self, peerURLEvent{warning: true, reason: ReasonPeerURLsUpdateFailed,
+				note: fmt.Sprintf("Updating the peer URLs of member %s (%s) failed: %v", id, change, err)}
 		}
-		return self
+		return self, peerURLEvent{}
 	}
 	r.peerUpdateErr = ""
 	log.Info("Updated the local member's peer URLs")
-	// Recorded now rather than after the status write: etcd has changed either way, and once it
-	// has, no later sync sees a difference to report.
-	r.Events.Normal(ctx, obj, ReasonPeerURLsUpdated, "UpdatePeerURLs",
-		fmt.Sprintf("Updated the peer URLs of member %s: %s", etcd.IDString(self.ID), change))
 	self.PeerURLs = slices.Clone(r.PeerURLs)
-	return self
+	return self, peerURLEvent{reason: ReasonPeerURLsUpdated,
+		note: fmt.Sprintf("Updated the peer URLs of member %s: %s", id, change)}
+}
+
+// peerURLEvent is an Event advertise has to write once the object is known; no reason, no Event.
+type peerURLEvent struct {
+	warning      bool
+	reason, note string
+}
+
+func (e peerURLEvent) record(ctx context.Context, rec *events.Recorder, obj *v1alpha1.EtcdMember) {
+	switch {
+	case e.reason == "":
+	case e.warning:
+		rec.Warning(ctx, obj, e.reason, "UpdatePeerURLs", e.note)
+	default:
+		rec.Normal(ctx, obj, e.reason, "UpdatePeerURLs", e.note)
+	}
 }

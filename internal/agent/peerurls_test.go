@@ -17,21 +17,21 @@ func TestNormalizePeerURL(t *testing.T) {
 		{"http://[2001:DB8::0:1]:2380", "http://[2001:db8::1]:2380"},
 		{"http://[::ffff:10.0.0.1]:2380", "http://[::ffff:10.0.0.1]:2380"},
 		{"http://under_score:1", "http://under_score:1"},
-		{"http://10.0.0.1", ""},                // no port
-		{"http://10.0.0.1:", ""},               // empty port
-		{"http://10.0.0.1:0", ""},              // port 0
-		{"http://10.0.0.1:65536", ""},          // port out of range
-		{"http://:2380", ""},                   // no host
-		{"unix://etcd.sock:2380", ""},          // scheme
-		{"10.0.0.1:2380", ""},                  // no scheme
-		{"", ""},                               // empty
-		{"http://u:p@10.0.0.1:2380", ""},       // user info
-		{"http://10.0.0.1:2380/peer", ""},      // path
-		{"http://10.0.0.1:2380?x=1", ""},       // query
-		{"http://10.0.0.1:2380?", ""},          // empty query
-		{"http://10.0.0.1:2380#", ""},          // fragment
-		{"http://[fe80::1%25eth0]:2380", ""},   // IPv6 zone
-		{"http://a%20b:2380", ""},              // escaped space in host
+		{"http://10.0.0.1", ""},                 // no port
+		{"http://10.0.0.1:", ""},                // empty port
+		{"http://10.0.0.1:0", ""},               // port 0
+		{"http://10.0.0.1:65536", ""},           // port out of range
+		{"http://:2380", ""},                    // no host
+		{"unix://etcd.sock:2380", ""},           // scheme
+		{"10.0.0.1:2380", ""},                   // no scheme
+		{"", ""},                                // empty
+		{"http://u:p@10.0.0.1:2380", ""},        // user info
+		{"http://10.0.0.1:2380/peer", ""},       // path
+		{"http://10.0.0.1:2380?x=1", ""},        // query
+		{"http://10.0.0.1:2380?", ""},           // empty query
+		{"http://10.0.0.1:2380#", ""},           // fragment
+		{"http://[fe80::1%25eth0]:2380", ""},    // IPv6 zone
+		{"http://a%20b:2380", ""},               // escaped space in host
 		{"http://10.0.0.1:2380,http://x:1", ""}, // a list is not one URL
 	}
 	for _, tc := range cases {

@@ -104,6 +104,7 @@ func (r *Registrar) sync(ctx context.Context) error {
 		// command is decided from the object alone.
 		return errors.Join(err, r.afterRemoval(ctx, err))
 	}
+	self, peerEvent := r.advertise(ctx, self)
 	name := r.Name
 	if name == "" {
 		name = self.Name
@@ -114,22 +115,18 @@ func (r *Registrar) sync(ctx context.Context) error {
 	}
 	// The object is read after etcd: if the leader removes the member in between, the status
 	// update below conflicts on resourceVersion instead of reviving a removed member.
-	obj := &v1alpha1.EtcdMember{}
-	err = r.get(ctx, objName, obj)
-	switch {
-	case apierrors.IsNotFound(err):
-		if obj, err = r.create(ctx, objName, self); err != nil {
-			return err
-		}
-	case err != nil:
-		return fmt.Errorf("reading EtcdMember %s: %w", objName, err)
-	case beingDeleted(ctx, obj):
+	obj, err := r.getOrCreate(ctx, objName, self)
+	if err != nil {
+		return err
+	}
+	peerEvent.record(ctx, r.Events, obj)
+	if beingDeleted(ctx, obj) {
 		return nil
 	}
 	if localID := etcd.IDString(self.ID); obj.Status.MemberID != "" && obj.Status.MemberID != localID {
 		err = r.takeOver(ctx, obj, self)
 	} else {
-		err = r.refresh(ctx, obj, r.advertise(ctx, obj, self))
+		err = r.refresh(ctx, obj, self)
 	}
 	if err != nil {
 		return err
@@ -171,6 +168,18 @@ func (r *Registrar) get(ctx context.Context, name string, obj *v1alpha1.EtcdMemb
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	return r.Reader.Get(ctx, types.NamespacedName{Name: name}, obj)
+}
+
+func (r *Registrar) getOrCreate(ctx context.Context, objName string, self etcd.Member) (*v1alpha1.EtcdMember, error) {
+	obj := &v1alpha1.EtcdMember{}
+	err := r.get(ctx, objName, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return r.create(ctx, objName, self)
+	case err != nil:
+		return nil, fmt.Errorf("reading EtcdMember %s: %w", objName, err)
+	}
+	return obj, nil
 }
 
 func (r *Registrar) create(ctx context.Context, objName string, self etcd.Member) (*v1alpha1.EtcdMember, error) {

@@ -71,6 +71,10 @@ func (a *Agent) commandLine() []string {
 	return append(args, a.args...)
 }
 
+// SetArgs replaces the per-agent args (those given to StartAgent) for the next Start or Restart;
+// the running process keeps the ones it started with.
+func (a *Agent) SetArgs(args ...string) { a.args = args }
+
 // Start starts the agent (again) and waits until /readyz says its member is registered.
 func (a *Agent) Start(t TB) {
 	t.Helper()
