@@ -38,8 +38,19 @@ demo: build testbin ## Run the local lab: 3 etcd members, kube-apiserver, 3 agen
 	$(GO) run ./hack/demo
 
 .PHONY: test
-test: build testbin ## Run every test: unit, integration (test/framework) and e2e.
+test: build testbin ## Run every test: unit, integration (test/framework) and e2e, then a short fuzz run.
 	$(GO) test -count=1 -timeout 20m ./...
+	$(MAKE) --no-print-directory fuzz
+
+# Every parser of outside input has a fuzz target; `make fuzz FUZZTIME=10m` runs them longer.
+FUZZTIME ?= 5s
+FUZZ_TARGETS := ./internal/etcd:FuzzParseID ./internal/naming:FuzzObjectName ./internal/agent:FuzzNormalizePeerURL
+
+.PHONY: fuzz
+fuzz: ## Fuzz every parser of outside input for FUZZTIME each.
+	@for target in $(FUZZ_TARGETS); do \
+		$(GO) test -run=NONE -fuzz="^$${target##*:}$$" -fuzztime=$(FUZZTIME) $${target%%:*} || exit 1; \
+	done
 
 ##@ Building
 

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -125,6 +126,10 @@ func (r *Registrar) sync(ctx context.Context) error {
 	}
 	if localID := etcd.IDString(self.ID); obj.Status.MemberID != "" && obj.Status.MemberID != localID {
 		err = r.takeOver(ctx, obj, self)
+		if errors.Is(err, errNameTaken) {
+			// Another live member has the name; the leader gives this one an object of its own.
+			obj, err = r.adopt(ctx, self, err)
+		}
 	} else {
 		err = r.refresh(ctx, obj, self)
 	}
@@ -175,11 +180,48 @@ func (r *Registrar) getOrCreate(ctx context.Context, objName string, self etcd.M
 	err := r.get(ctx, objName, obj)
 	switch {
 	case apierrors.IsNotFound(err):
+		// The leader may have discovered the member under another name before the agent ran
+		// (it started nameless, or shared a name): every member has exactly one object.
+		if own, ferr := r.findByMemberID(ctx, self.ID); ferr != nil || own != nil {
+			return own, ferr
+		}
 		return r.create(ctx, objName, self)
 	case err != nil:
 		return nil, fmt.Errorf("reading EtcdMember %s: %w", objName, err)
 	}
 	return obj, nil
+}
+
+// findByMemberID returns the object that records the member, or nil. It lists every object, so
+// it is only used when the object by name is missing or belongs to another member.
+func (r *Registrar) findByMemberID(ctx context.Context, id uint64) (*v1alpha1.EtcdMember, error) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	var list v1alpha1.EtcdMemberList
+	if err := r.Reader.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing EtcdMembers: %w", err)
+	}
+	for i := range list.Items {
+		if list.Items[i].Status.MemberID == etcd.IDString(id) {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, nil
+}
+
+// adopt refreshes the object the leader discovered for the local member when its own name is
+// taken by another live member, or returns why it cannot yet.
+func (r *Registrar) adopt(ctx context.Context, self etcd.Member, nameTaken error) (*v1alpha1.EtcdMember, error) {
+	own, err := r.findByMemberID(ctx, self.ID)
+	switch {
+	case err != nil:
+		return nil, err
+	case own == nil:
+		return nil, nameTaken
+	case beingDeleted(ctx, own):
+		return own, nil
+	}
+	return own, r.refresh(ctx, own, self)
 }
 
 func (r *Registrar) create(ctx context.Context, objName string, self etcd.Member) (*v1alpha1.EtcdMember, error) {
@@ -195,7 +237,23 @@ func (r *Registrar) create(ctx context.Context, objName string, self etcd.Member
 
 // refresh writes what the local member knows about itself, when it changed. It never touches
 // spec.leave: a pending leave for this very member must survive any agent restart.
+//
+// The leader writes the same status (every new object gets its first reconcile at once), so a
+// conflict is met by reading the object again and re-applying, which also sees a removal the
+// leader recorded meanwhile.
 func (r *Registrar) refresh(ctx context.Context, obj *v1alpha1.EtcdMember, self etcd.Member) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		err := r.refreshOnce(ctx, obj, self)
+		if apierrors.IsConflict(err) {
+			if getErr := r.get(ctx, obj.Name, obj); getErr != nil {
+				return errors.Join(err, getErr)
+			}
+		}
+		return err
+	})
+}
+
+func (r *Registrar) refreshOnce(ctx context.Context, obj *v1alpha1.EtcdMember, self etcd.Member) error {
 	if status.HasReason(obj, v1alpha1.ConditionJoined, v1alpha1.ReasonRemoved) {
 		// The leader removed this member; etcd here has not noticed yet.
 		return nil
