@@ -78,50 +78,63 @@ func (w *MembershipWatcher) Health() (map[uint64]bool, bool) {
 // NeedLeaderElection makes the watcher run on the leader only.
 func (w *MembershipWatcher) NeedLeaderElection() bool { return true }
 
+// pollState is what the watcher remembers between polls.
+type pollState struct {
+	members   []etcd.Member
+	lastProbe time.Time
+	// waiting: members without an object are waiting out the discovery grace.
+	waiting bool
+}
+
 // Start polls until ctx ends.
 func (w *MembershipWatcher) Start(ctx context.Context) error {
-	log := logf.FromContext(ctx).WithName("membership")
-	ctx = logf.IntoContext(ctx, log)
-	var (
-		last      []etcd.Member
-		lastProbe time.Time
-		waiting   bool
-	)
+	ctx = logf.IntoContext(ctx, logf.FromContext(ctx).WithName("membership"))
+	defer forgetMembership()
+	var state pollState
 	ticker := time.NewTicker(w.pollInterval)
 	defer ticker.Stop()
 	for {
-		members, err := w.etcd.MemberList(ctx)
-		switch {
-		case err != nil:
-			log.V(1).Info("Reading the member list failed", "error", err.Error())
-		default:
-			changed := !reflect.DeepEqual(last, members)
-			if changed || time.Since(lastProbe) >= w.probeInterval {
-				lastProbe = time.Now()
-				changed = w.probe(ctx, members) || changed
-			}
-			if changed || waiting {
-				last = members
-				var err error
-				if waiting, err = w.discover(ctx, members); err != nil {
-					log.Error(err, "Creating objects for unregistered members failed")
-				}
-			}
-			if changed {
-				healthy, _ := w.Health()
-				recordMembership(members, healthy)
-				if err := w.enqueueAll(ctx); err != nil {
-					log.Error(err, "Listing EtcdMembers failed")
-					last = nil
-				}
-			}
-		}
+		w.poll(ctx, &state)
 		select {
 		case <-ctx.Done():
-			forgetMembership()
 			return nil
 		case <-ticker.C:
 		}
+	}
+}
+
+// poll reads the member list, probes the voters when due, creates objects for unregistered
+// members, and enqueues every object when membership or health changed.
+func (w *MembershipWatcher) poll(ctx context.Context, state *pollState) {
+	log := logf.FromContext(ctx)
+	if err := w.recordObjects(ctx); err != nil {
+		log.V(1).Info("Listing EtcdMembers for metrics failed", "error", err.Error())
+	}
+	members, err := w.etcd.MemberList(ctx)
+	if err != nil {
+		log.V(1).Info("Reading the member list failed", "error", err.Error())
+		return
+	}
+	changed := !reflect.DeepEqual(state.members, members)
+	if changed || time.Since(state.lastProbe) >= w.probeInterval {
+		state.lastProbe = time.Now()
+		changed = w.probe(ctx, members) || changed
+	}
+	if changed || state.waiting {
+		state.members = members
+		if state.waiting, err = w.discover(ctx, members); err != nil {
+			log.Error(err, "Creating objects for unregistered members failed")
+		}
+	}
+	if !changed {
+		return
+	}
+	healthy, _ := w.Health()
+	recordMembership(members, healthy)
+	if err := w.enqueueAll(ctx); err != nil {
+		log.Error(err, "Listing EtcdMembers failed")
+		// Forget the member list so that the next poll enqueues again.
+		state.members = nil
 	}
 }
 
@@ -138,7 +151,8 @@ func (w *MembershipWatcher) probe(ctx context.Context, members []etcd.Member) bo
 	return changed
 }
 
-func (w *MembershipWatcher) enqueueAll(ctx context.Context) error {
+// recordObjects refreshes the objects gauge from the cache, which costs no API request.
+func (w *MembershipWatcher) recordObjects(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	var list v1alpha1.EtcdMemberList
@@ -146,6 +160,16 @@ func (w *MembershipWatcher) enqueueAll(ctx context.Context) error {
 		return err
 	}
 	recordObjects(list.Items)
+	return nil
+}
+
+func (w *MembershipWatcher) enqueueAll(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	var list v1alpha1.EtcdMemberList
+	if err := w.client.List(ctx, &list); err != nil {
+		return err
+	}
 	for i := range list.Items {
 		select {
 		case w.events <- event.GenericEvent{Object: &list.Items[i]}:

@@ -9,8 +9,9 @@ import (
 	"time"
 )
 
-// agentHealthPort is where each agent serves /readyz, on its member's loopback address.
-const agentHealthPort = 9470
+// agentHealthPort and agentMetricsPort are where each agent serves /healthz and /readyz, and
+// /metrics, on its member's loopback address.
+const agentHealthPort, agentMetricsPort = 9470, 9469
 
 // agentReadyTimeout bounds an agent's start: it waits for its etcd and registers its member.
 const agentReadyTimeout = 30 * time.Second
@@ -26,18 +27,18 @@ var TestAgentArgs = []string{
 	"--leader-elect-retry-period=500ms",
 	"--recheck-interval=1s",
 	"--hand-over-retry=10s",
-	"--metrics-bind-address=0",
 }
 
 // Agent is an `etcdmember agent` process for one member, run from bin/etcdmember.
 type Agent struct {
 	Name string
 
-	member *Member
-	api    *APIServer
-	proc   *process
-	args   []string
-	health string
+	member  *Member
+	api     *APIServer
+	proc    *process
+	args    []string
+	health  string
+	metrics string
 }
 
 // StartAgent starts the agent of member m against api and waits until it has registered m.
@@ -45,12 +46,13 @@ type Agent struct {
 func StartAgent(t TB, m *Member, api *APIServer, args ...string) *Agent {
 	t.Helper()
 	a := &Agent{
-		Name:   m.Name,
-		member: m,
-		api:    api,
-		proc:   newProcess(m.c.owner, "agent "+m.Name, filepath.Join(m.dir, "agent.log")),
-		args:   args,
-		health: net.JoinHostPort(m.IP(), fmt.Sprint(agentHealthPort)),
+		Name:    m.Name,
+		member:  m,
+		api:     api,
+		proc:    newProcess(m.c.owner, "agent "+m.Name, filepath.Join(m.dir, "agent.log")),
+		args:    args,
+		health:  net.JoinHostPort(m.IP(), fmt.Sprint(agentHealthPort)),
+		metrics: net.JoinHostPort(m.IP(), fmt.Sprint(agentMetricsPort)),
 	}
 	a.Start(t)
 	return a
@@ -63,6 +65,7 @@ func (a *Agent) commandLine() []string {
 		"--etcd-endpoints=" + a.member.ClientURL(),
 		"--name=" + a.member.Name,
 		"--health-probe-bind-address=" + a.health,
+		"--metrics-bind-address=" + a.metrics,
 	}
 	if files := a.member.c.TLS(); files != nil {
 		args = append(args, "--etcd-cacert="+files.CA, "--etcd-cert="+files.ClientCert, "--etcd-key="+files.ClientKey)
@@ -142,3 +145,9 @@ func (a *Agent) Running() bool { return a.proc.running() }
 
 // LogFile is the agent's log, kept across restarts.
 func (a *Agent) LogFile() string { return a.proc.logPath }
+
+// MetricsURL is the agent's Prometheus endpoint.
+func (a *Agent) MetricsURL() string { return "http://" + a.metrics + "/metrics" }
+
+// HealthURL is the agent's endpoint for path (healthz or readyz).
+func (a *Agent) HealthURL(path string) string { return "http://" + a.health + "/" + path }

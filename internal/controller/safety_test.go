@@ -1,0 +1,52 @@
+package controller
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/etcdmember/internal/status"
+)
+
+// TestRemovableIgnoresLearners: learners have no vote, so neither their health nor their number
+// changes whether removing a voter keeps quorum, and removing a learner is always fine.
+func TestRemovableIgnoresLearners(t *testing.T) {
+	members := []etcd.Member{
+		{ID: 1, Name: "a"}, {ID: 2, Name: "b"}, {ID: 3, Name: "c"},
+		{ID: 4, Name: "l1", IsLearner: true}, {ID: 5, Name: "l2", IsLearner: true},
+	}
+	cases := []struct {
+		name    string
+		target  uint64
+		healthy map[uint64]bool
+		status  metav1.ConditionStatus
+		reason  string
+	}{
+		{"voters healthy, learners dead", 1, map[uint64]bool{1: true, 2: true, 3: true}, metav1.ConditionTrue, v1alpha1.ReasonQuorumKept},
+		{"one voter dead, learners healthy", 1, map[uint64]bool{1: true, 2: true, 4: true, 5: true}, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk},
+		{"the dead voter itself", 3, map[uint64]bool{1: true, 2: true}, metav1.ConditionTrue, v1alpha1.ReasonQuorumKept},
+		{"a learner, everything dead", 4, map[uint64]bool{}, metav1.ConditionTrue, v1alpha1.ReasonLearner},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &LeaveReconciler{Health: func() (map[uint64]bool, bool) { return tc.healthy, true }}
+			m := member(false)
+			target, _ := find(members, tc.target)
+			r.setRemovable(m, target, members)
+			c := status.Get(m, v1alpha1.ConditionRemovable)
+			if c == nil || c.Status != tc.status || c.Reason != tc.reason {
+				t.Fatalf("Removable = %+v, want %s/%s", c, tc.status, tc.reason)
+			}
+		})
+	}
+
+	// Before the first probe there is no verdict to give.
+	r := &LeaveReconciler{Health: func() (map[uint64]bool, bool) { return nil, false }}
+	m := member(false)
+	r.setRemovable(m, members[0], members)
+	if c := status.Get(m, v1alpha1.ConditionRemovable); c != nil {
+		t.Fatalf("Removable set without any probe: %+v", c)
+	}
+}
