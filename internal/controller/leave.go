@@ -33,6 +33,10 @@ const (
 	DefaultProbeTimeout    = time.Second
 	DefaultRecheckInterval = 5 * time.Second
 	DefaultHandOverRetry   = 30 * time.Second
+
+	// reconcileTimeout bounds one reconcile: a fresh member list, a probe of every voter, a
+	// leadership move and a removal, each with its own etcd timeout, plus three API writes.
+	reconcileTimeout = time.Minute
 )
 
 // LeaveReconciler keeps each EtcdMember's observed fields and Joined condition true to etcd's
@@ -80,6 +84,8 @@ func (r *LeaveReconciler) SetupWithManager(mgr ctrl.Manager, membershipChanged *
 			// A failed removal is retried quickly while etcd recovers, and never less often than
 			// every 30s: the default limiter backs off to minutes.
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](250*time.Millisecond, 30*time.Second),
+			// Bounds every API call of a reconcile; etcd calls carry shorter timeouts of their own.
+			ReconciliationTimeout: reconcileTimeout,
 		}).
 		Complete(r)
 }

@@ -140,6 +140,17 @@ func (e *env) waitFor(name, what string, ok func(*v1alpha1.EtcdMember) bool) *v1
 	return nil
 }
 
+// holds checks for a while that the object keeps satisfying ok: for what must not happen, such as
+// a restarted agent revoking a leave, a window of observation is the only evidence there is.
+func (e *env) holds(name, what string, window time.Duration, ok func(*v1alpha1.EtcdMember) bool) {
+	e.t.Helper()
+	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if m := e.get(name); !ok(m) {
+			e.t.Fatalf("EtcdMember %s: %s no longer holds: %s", name, what, describe(m))
+		}
+	}
+}
+
 func describe(m *v1alpha1.EtcdMember) string {
 	if m == nil {
 		return "<never read>"

@@ -31,17 +31,24 @@ func nonLeaders(e *env) []*framework.Member {
 	return out
 }
 
+// refusedLeave kills one non-leader member and asks another to leave, which the quorum guard
+// refuses: 1 healthy voter of 2 would remain.
+func refusedLeave(e *env) (dead, target *framework.Member, refused *v1alpha1.EtcdMember) {
+	e.t.Helper()
+	others := nonLeaders(e)
+	dead, target = others[0], others[1]
+	dead.Kill(e.t)
+	e.leave(target.Name)
+	refused = e.waitFor(target.Name, "Left=False/QuorumAtRisk", leftReason(v1alpha1.ReasonQuorumAtRisk))
+	return dead, target, refused
+}
+
 // TestQuorumGuardRefusesThenAllows: with one of three members dead, removing a healthy one would
 // leave 1 healthy voter of 2. The refusal carries the numbers and an Event, and the request goes
 // through by itself once the dead member is back.
 func TestQuorumGuardRefusesThenAllows(t *testing.T) {
 	e := newEnv(t, envConfig{size: 3})
-	others := nonLeaders(e)
-	dead, target := others[0], others[1]
-	dead.Kill(t)
-
-	e.leave(target.Name)
-	obj := e.waitFor(target.Name, "Left=False/QuorumAtRisk", leftReason(v1alpha1.ReasonQuorumAtRisk))
+	dead, target, obj := refusedLeave(e)
 	want := "removing " + target.Name + " would leave 1 healthy voter of 2; quorum of 2 needs 2"
 	if msg := condition(obj, v1alpha1.ConditionLeft).Message; !strings.Contains(msg, want) {
 		t.Errorf("refusal message %q lacks %q", msg, want)
@@ -59,18 +66,11 @@ func TestQuorumGuardRefusesThenAllows(t *testing.T) {
 // member is pending must not clear it.
 func TestAgentRestartKeepsPendingLeave(t *testing.T) {
 	e := newEnv(t, envConfig{size: 3})
-	others := nonLeaders(e)
-	dead, target := others[0], others[1]
-	dead.Kill(t)
-	e.leave(target.Name)
-	e.waitFor(target.Name, "Left=False/QuorumAtRisk", leftReason(v1alpha1.ReasonQuorumAtRisk))
+	dead, target, _ := refusedLeave(e)
 
 	e.agents[target.Name].Restart(t)
-	// Ready means the restarted agent has synced its object at least once; give it two more.
-	time.Sleep(2500 * time.Millisecond)
-	if obj := e.get(target.Name); !obj.Spec.Leave {
-		t.Fatalf("the restarted agent revoked the pending leave: %s", describe(obj))
-	}
+	// Ready means the restarted agent has synced its object once; watch a few more syncs.
+	e.holds(target.Name, "spec.leave still set", 3*time.Second, func(m *v1alpha1.EtcdMember) bool { return m.Spec.Leave })
 	dead.Start(t)
 	e.waitFor(target.Name, "Left=True/Removed", removedByUs)
 }
