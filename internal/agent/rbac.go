@@ -6,6 +6,6 @@ package agent
 // in kube-system only.
 
 // +kubebuilder:rbac:groups=etcdmember.io,resources=etcdmembers,verbs=get;list;watch;create;update
-// +kubebuilder:rbac:groups=etcdmember.io,resources=etcdmembers/status,verbs=get;update
+// +kubebuilder:rbac:groups=etcdmember.io,resources=etcdmembers/status,verbs=update
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=kube-system,resources=leases,verbs=get;create;update
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=kube-system,resources=events,verbs=create

@@ -43,9 +43,10 @@ func (r *Recorder) Warning(ctx context.Context, m *v1alpha1.EtcdMember, reason, 
 }
 
 // write is best effort: a lost Event must never fail or delay a membership change, so errors are
-// logged, not returned.
+// logged, not returned. An Event tells of something already done, so it is written even when
+// the caller's context ends right after, as a leadership term's does when the leader steps down.
 func (r *Recorder) write(ctx context.Context, m *v1alpha1.EtcdMember, eventType, reason, action, note string) {
-	ctx, cancel := context.WithTimeout(ctx, writeTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
 	now := time.Now()
 	ev := &eventsv1.Event{
