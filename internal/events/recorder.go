@@ -7,12 +7,15 @@ package events
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -69,9 +72,18 @@ func (r *Recorder) write(ctx context.Context, m *v1alpha1.EtcdMember, eventType,
 			ResourceVersion: m.ResourceVersion,
 		},
 	}
-	if err := r.Client.Create(ctx, ev); err != nil {
+	// Retried: right after a removal the apiserver may still be talking to the removed member
+	// and answer "raft: stopped" once.
+	err := retry.OnError(retry.DefaultBackoff, transient, func() error { return r.Client.Create(ctx, ev) })
+	if err != nil {
 		logf.FromContext(ctx).Error(err, "Writing event failed", "reason", reason, "note", note)
 	}
+}
+
+// transient tells errors worth another try from those that will not change.
+func transient(err error) bool {
+	return !apierrors.IsAlreadyExists(err) && !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) &&
+		!errors.Is(err, context.DeadlineExceeded)
 }
 
 func truncate(s string, n int) string {

@@ -1,0 +1,120 @@
+// Package join adds a node's etcd member to a running cluster as a learner and renders the
+// settings the new etcd process starts with. Running it again for the same peer URLs finds the
+// member it added and renders the same settings, so automation can simply retry it.
+package join
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"github.com/etcdmember/etcdmember/internal/etcd"
+)
+
+// Backoff between attempts that etcd refused for now: it refuses membership changes for about five
+// seconds after a member (re)connects.
+const (
+	firstBackoff = 250 * time.Millisecond
+	maxBackoff   = 2 * time.Second
+)
+
+// Cluster is the part of the etcd client that join uses.
+type Cluster interface {
+	MemberList(ctx context.Context) ([]etcd.Member, error)
+	MemberAddAsLearner(ctx context.Context, peerURLs []string) (etcd.Member, []etcd.Member, error)
+}
+
+// Request names the member to add; PeerURLs are normalized (NormalizePeerURLs).
+type Request struct {
+	Name     string
+	PeerURLs []string
+}
+
+// Join finds the member with req's peer URLs, adding it as a learner if there is none, and
+// returns its settings. Retries and notes for the operator go to log; ctx bounds the whole.
+func Join(ctx context.Context, c Cluster, req Request, log io.Writer) ([]Var, error) {
+	return join(ctx, c, req, log, firstBackoff)
+}
+
+func join(ctx context.Context, c Cluster, req Request, log io.Writer, backoff time.Duration) ([]Var, error) {
+	for {
+		vars, err := attempt(ctx, c, req, log)
+		if err == nil || !refusedForNow(err) {
+			return vars, err
+		}
+		fmt.Fprintf(log, "etcd refused for now, retrying in %s: %v\n", backoff, err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("still refused when the time was up: %w", err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// attempt reads the member list afresh each time, so that an add which succeeded although its
+// answer was lost, or a concurrent run for the same URLs, is found instead of added twice.
+func attempt(ctx context.Context, c Cluster, req Request, log io.Writer) ([]Var, error) {
+	members, err := c.MemberList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	self, found, err := Match(members, req.Name, req.PeerURLs)
+	if err != nil {
+		return nil, err
+	}
+	if found {
+		fmt.Fprintf(log, "member %s already has peer URLs %s; nothing added\n", Describe(self), strings.Join(self.PeerURLs, ","))
+	} else {
+		added, after, err := c.MemberAddAsLearner(ctx, req.PeerURLs)
+		if errors.Is(err, rpctypes.ErrTooManyLearners) {
+			return nil, learnerPending(members, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(log, "added member %s as a learner with peer URLs %s\n", etcd.IDString(added.ID), strings.Join(added.PeerURLs, ","))
+		self, members = added, after
+	}
+	for _, m := range Namesakes(members, self.ID, req.Name) {
+		fmt.Fprintf(log, "warning: member %s is also named %q; if it is this node's old record, remove it (etcdctl member remove %s)\n",
+			Describe(m), req.Name, etcd.IDString(m.ID))
+	}
+	return Settings(members, self.ID, req.Name)
+}
+
+// refusedForNow tells the refusals that pass by themselves: etcd's strict reconfiguration check
+// right after a member (re)connected, and a concurrent add of the same URLs, which the next
+// member list shows.
+func refusedForNow(err error) bool {
+	return errors.Is(err, rpctypes.ErrUnhealthy) || errors.Is(err, rpctypes.ErrMemberNotEnoughStarted) ||
+		errors.Is(err, rpctypes.ErrPeerURLExist)
+}
+
+// learnerPending explains etcd's limit on learners (one unless --max-learners says otherwise) with
+// the learners that hold it, as the member list read just before the add shows them.
+func learnerPending(members []etcd.Member, err error) error {
+	var pending []string
+	var ids []string
+	for _, m := range members {
+		if m.IsLearner {
+			pending = append(pending, Describe(m))
+			ids = append(ids, etcd.IDString(m.ID))
+		}
+	}
+	if len(pending) == 0 {
+		return fmt.Errorf("another learner was added meanwhile; wait until it is promoted, then run join again: %w", err)
+	}
+	remove := ids[0]
+	if len(ids) > 1 {
+		remove = "ID"
+	}
+	return fmt.Errorf("a learner is already pending: member %s; wait until it is promoted, or if its node "+
+		"will not come, remove it (etcdctl member remove %s), then run join again: %w",
+		strings.Join(pending, ", member "), remove, err)
+}
