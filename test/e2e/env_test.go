@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -95,21 +96,45 @@ func newEnv(t *testing.T, cfg envConfig) *env {
 	return e
 }
 
-// kubectl runs bin/kubectl against the scenario's apiserver and returns its output.
+// kubectl runs bin/kubectl against the scenario's apiserver and returns its output. Reads are
+// retried like e.get; anything else runs once.
 func (e *env) kubectl(args ...string) string {
 	e.t.Helper()
-	return e.api.MustKubectl(e.t, args...)
+	if args[0] != "get" {
+		return e.api.MustKubectl(e.t, args...)
+	}
+	var out string
+	e.retry("kubectl "+strings.Join(args, " "), func(context.Context) error {
+		var err error
+		out, err = e.api.Kubectl(e.t, args...)
+		return err
+	})
+	return out
 }
 
 func (e *env) get(name string) *v1alpha1.EtcdMember {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
 	m := &v1alpha1.EtcdMember{}
-	if err := e.client.Get(ctx, types.NamespacedName{Name: name}, m); err != nil {
-		e.t.Fatalf("get EtcdMember %s: %v", name, err)
-	}
+	e.retry("get EtcdMember "+name, func(ctx context.Context) error {
+		return e.client.Get(ctx, types.NamespacedName{Name: name}, m)
+	})
 	return m
+}
+
+// retry runs call until it succeeds, for reads that may meet a transient error: right after a
+// removal, the apiserver or a client may still be talking to the removed member ("raft: stopped").
+func (e *env) retry(what string, call func(ctx context.Context) error) {
+	e.t.Helper()
+	var err error
+	for deadline := time.Now().Add(callTimeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		err = call(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+	}
+	e.t.Fatalf("%s: %v", what, err)
 }
 
 // leave asks for a member's removal the way an operator does.
@@ -176,12 +201,12 @@ func hasCondition(m *v1alpha1.EtcdMember, condType string, status metav1.Conditi
 // etcdMemberIDs returns the IDs in etcd's member list, as a set.
 func (e *env) etcdMemberIDs() map[uint64]bool {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	resp, err := e.cluster.Client(e.t).MemberList(ctx)
-	if err != nil {
-		e.t.Fatalf("member list: %v", err)
-	}
+	var resp *clientv3.MemberListResponse
+	e.retry("member list", func(ctx context.Context) error {
+		var err error
+		resp, err = e.cluster.Client(e.t).MemberList(ctx)
+		return err
+	})
 	ids := map[uint64]bool{}
 	for _, m := range resp.Members {
 		ids[m.ID] = true
@@ -226,12 +251,10 @@ func (e *env) agentLogsContain(text string) bool {
 // events returns the Events in kube-system about the named EtcdMember.
 func (e *env) events(name string) []eventsv1.Event {
 	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
 	var list eventsv1.EventList
-	if err := e.client.List(ctx, &list, client.InNamespace("kube-system")); err != nil {
-		e.t.Fatalf("list events: %v", err)
-	}
+	e.retry("list events", func(ctx context.Context) error {
+		return e.client.List(ctx, &list, client.InNamespace("kube-system"))
+	})
 	var out []eventsv1.Event
 	for _, ev := range list.Items {
 		if ev.Regarding.Kind == "EtcdMember" && ev.Regarding.Name == name {

@@ -1,0 +1,268 @@
+//go:build bench
+
+package bench
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/internal/agent"
+	"github.com/etcdmember/etcdmember/internal/status"
+	"github.com/etcdmember/etcdmember/test/framework"
+)
+
+const (
+	callTimeout = 10 * time.Second
+	// settle bounds one measured step or one re-join; far above anything measured, it only turns
+	// a hang into a failure.
+	settle = time.Minute
+	// reconfigGrace is how long after a member (re)connects etcd refuses to remove a voter:
+	// strict reconfiguration checks count only peers connected for HealthInterval (5s), and
+	// with one of three just back, the rest are too few. Waiting it out keeps etcd's refusals,
+	// and the controller's retries after them, out of the figures.
+	reconfigGrace = 5*time.Second + time.Second
+	// benchQPS lifts client-go's default limit of 5 requests per second, which would make the
+	// measuring client, not etcdmember, the bottleneck.
+	benchQPS = 1000
+)
+
+// env is one test bed: etcd members, an apiserver with the CRD, and an agent per member running
+// with the least-privilege credential the e2e tests use.
+type env struct {
+	t       *testing.T
+	cluster *framework.Cluster
+	api     *framework.APIServer
+	client  client.WithWatch
+	agents  map[string]*framework.Agent
+	// etcd holds a client per member on that member's endpoint only, so a poll through a member
+	// that stays never lands on the one being removed.
+	etcd map[string]*clientv3.Client
+	// removableAt is when etcd's strict reconfiguration check will next let a voter go.
+	removableAt time.Time
+}
+
+func newEnv(t *testing.T, size int, agentArgs ...string) *env {
+	t.Helper()
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: size})
+	removableAt := time.Now().Add(reconfigGrace)
+	api := framework.StartAPIServer(t, c)
+	api.InstallEtcdmember(t)
+	e := &env{
+		t: t, cluster: c, api: api, client: adminClient(t, api),
+		agents: map[string]*framework.Agent{}, etcd: map[string]*clientv3.Client{},
+		removableAt: removableAt,
+	}
+	_, kubeconfig := api.User(t, "etcdmember-agent", "etcdmember:agents")
+	args := append([]string{"--kubeconfig=" + kubeconfig}, agentArgs...)
+	for _, m := range c.Members() {
+		e.agents[m.Name] = framework.StartAgent(t, m, api, args...)
+		e.etcd[m.Name] = m.Client(t)
+	}
+	return e
+}
+
+func adminClient(t *testing.T, api *framework.APIServer) client.WithWatch {
+	t.Helper()
+	scheme := k8sruntime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	cfg := api.RESTConfig()
+	cfg.QPS, cfg.Burst = benchQPS, benchQPS
+	cl, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// leaderAgent returns the name of the agent holding the leader Lease, waiting for one.
+func (e *env) leaderAgent() string {
+	e.t.Helper()
+	deadline := time.Now().Add(settle)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		lease := &coordinationv1.Lease{}
+		err := e.client.Get(ctx, types.NamespacedName{Namespace: "kube-system", Name: agent.LeaseName}, lease)
+		cancel()
+		if name := holder(lease); err == nil && name != "" {
+			return name
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.t.Fatalf("no agent holds the %s Lease after %s", agent.LeaseName, settle)
+	return ""
+}
+
+// holder is the agent name in the Lease's holder identity ("<name>_<random>"), or "".
+func holder(lease *coordinationv1.Lease) string {
+	if lease.Spec.HolderIdentity == nil {
+		return ""
+	}
+	name, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
+	return name
+}
+
+// pickTarget returns the member to remove next, a non-leader voter whose agent does not lead,
+// and the leading agent's member, which stays and is polled. Both conditions keep the leave on
+// its plain path: no hand-over of agent leadership, no MoveLeader.
+func (e *env) pickTarget() (target, stay *framework.Member) {
+	e.t.Helper()
+	leaderAgent := e.leaderAgent()
+	etcdLeader := e.cluster.Leader(e.t).Name
+	for _, m := range e.cluster.Members() {
+		if m.Name != leaderAgent && m.Name != etcdLeader {
+			return m, e.cluster.Member(leaderAgent)
+		}
+	}
+	e.t.Fatalf("no member is free of both leaderships (agent leader %s, etcd leader %s)", leaderAgent, etcdLeader)
+	return nil, nil
+}
+
+// waitRemovable sleeps until etcd's strict reconfiguration check accepts a voter's removal.
+func (e *env) waitRemovable() { time.Sleep(time.Until(e.removableAt)) }
+
+// patchLeave asks for the member's removal the way `kubectl patch` does.
+func (e *env) patchLeave(ctx context.Context, name string) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	obj := &v1alpha1.EtcdMember{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := e.client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"leave":true}}`))); err != nil {
+		e.t.Fatalf("patch spec.leave of %s: %v", name, err)
+	}
+}
+
+// rejoin brings a removed member back as a wiped node returns, and waits until its agent has
+// taken the object over with the new member ID.
+func (e *env) rejoin(m *framework.Member) {
+	e.t.Helper()
+	e.cluster.Rejoin(e.t, m, false)
+	e.removableAt = time.Now().Add(reconfigGrace)
+	id := m.IDHex()
+	e.waitMember(m.Name, "re-joined as "+id, func(obj *v1alpha1.EtcdMember) bool {
+		return obj.Status.MemberID == id && status.IsTrue(obj, v1alpha1.ConditionJoined) && !obj.Spec.Leave
+	})
+}
+
+// waitMember polls the object until ok holds; for waits whose duration is not measured.
+func (e *env) waitMember(name, what string, ok func(*v1alpha1.EtcdMember) bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(settle)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		obj := &v1alpha1.EtcdMember{}
+		err := e.client.Get(ctx, types.NamespacedName{Name: name}, obj)
+		cancel()
+		if err == nil && ok(obj) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.t.Fatalf("EtcdMember %s: %s not reached within %s", name, what, settle)
+}
+
+// sighting is the moment a watched object first met a condition, and the object then.
+type sighting[T client.Object] struct {
+	at  time.Time
+	obj T
+}
+
+// watchUntil opens a watch and returns a channel that receives the first object for which ok
+// holds, stamped with the arrival of its event. The watch is established when watchUntil
+// returns, so no change made afterwards is missed; it ends with ctx.
+func watchUntil[T client.Object](ctx context.Context, t *testing.T, cl client.WithWatch, list client.ObjectList, ok func(T) bool, opts ...client.ListOption) <-chan sighting[T] {
+	t.Helper()
+	w, err := cl.Watch(ctx, list, opts...)
+	if err != nil {
+		t.Fatalf("watch %T: %v", list, err)
+	}
+	ch := make(chan sighting[T], 1)
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			if obj, isT := ev.Object.(T); isT && ok(obj) {
+				ch <- sighting[T]{at: time.Now(), obj: obj}
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// watchMember watches one EtcdMember until ok holds.
+func (e *env) watchMember(ctx context.Context, name string, ok func(*v1alpha1.EtcdMember) bool) <-chan sighting[*v1alpha1.EtcdMember] {
+	e.t.Helper()
+	return watchUntil(ctx, e.t, e.client, &v1alpha1.EtcdMemberList{}, ok, client.MatchingFields{"metadata.name": name})
+}
+
+// watchLeader watches the leader Lease until ok holds.
+func (e *env) watchLeader(ctx context.Context, ok func(*coordinationv1.Lease) bool) <-chan sighting[*coordinationv1.Lease] {
+	e.t.Helper()
+	return watchUntil(ctx, e.t, e.client, &coordinationv1.LeaseList{}, ok,
+		client.InNamespace("kube-system"), client.MatchingFields{"metadata.name": agent.LeaseName})
+}
+
+// await receives from ch, failing the test when ctx ends first.
+func await[V any](ctx context.Context, t *testing.T, ch <-chan V, what string) V {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-ctx.Done():
+		t.Fatalf("%s: not seen: %v", what, ctx.Err())
+		panic("unreachable")
+	}
+}
+
+// goneInterval is how often goneAt polls etcd's member list.
+const goneInterval = 5 * time.Millisecond
+
+// goneAt polls the member list through cli every goneInterval and sends the arrival time of the
+// first answer that no longer lists id. Failed calls are polled through: a removal can make the
+// cluster briefly busy, and that must not end the measurement.
+func goneAt(ctx context.Context, cli *clientv3.Client, id uint64) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	go func() {
+		tick := time.NewTicker(goneInterval)
+		defer tick.Stop()
+		for {
+			if listed, err := inMemberList(ctx, cli, id); err == nil && !listed {
+				ch <- time.Now()
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return ch
+}
+
+func inMemberList(ctx context.Context, cli *clientv3.Client, id uint64) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(resp.Members, func(m *etcdserverpb.Member) bool { return m.ID == id }), nil
+}

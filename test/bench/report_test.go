@@ -1,0 +1,455 @@
+//go:build bench
+
+package bench
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdmember/etcdmember/internal/agent"
+	"github.com/etcdmember/etcdmember/test/framework"
+)
+
+// results is every figure one run measured.
+type results struct {
+	leaveGone, leaveJoinedFalse []time.Duration
+	floorGone, floorRPC         []time.Duration
+	// leaveRemoveErrors counts failed MemberRemove calls of the agents during the leave cycles:
+	// each costs a retry, so a figure above zero explains slow samples.
+	leaveRemoveErrors float64
+	failover          map[string][]failoverSample
+	quiet             *quietCost
+	scaleObjects      int
+	resync            []resyncSample
+}
+
+// report is the results with what they were measured on.
+type report struct {
+	results
+	started            time.Time
+	elapsed            time.Duration
+	loadStart, loadEnd string
+	machine            string
+	versions           [][2]string
+}
+
+func newReport(t *testing.T) *report {
+	return &report{
+		results: results{failover: map[string][]failoverSample{}},
+		started: time.Now(),
+		// Other tests may share the machine: the load before and after tells whether they did.
+		loadStart: loadAverage(t),
+	}
+}
+
+// finish records the end of the run and what it ran on.
+func (r *report) finish(t *testing.T) {
+	r.elapsed = time.Since(r.started).Round(time.Second)
+	r.loadEnd = loadAverage(t)
+	r.machine = machine(t)
+	r.versions = versions(t)
+}
+
+func (r *report) complete() bool {
+	return len(r.leaveGone) > 0 && len(r.failover) == 2 && r.quiet != nil && len(r.resync) > 0
+}
+
+// stats is a distribution by nearest rank.
+type stats struct {
+	n                       int
+	min, p50, p90, p99, max float64
+}
+
+func summarize(values []float64) stats {
+	s := slices.Sorted(slices.Values(values))
+	if len(s) == 0 {
+		return stats{}
+	}
+	rank := func(p float64) float64 { return s[int(math.Ceil(p*float64(len(s))))-1] }
+	return stats{n: len(s), min: s[0], p50: rank(0.5), p90: rank(0.9), p99: rank(0.99), max: s[len(s)-1]}
+}
+
+func inUnit(ds []time.Duration, unit time.Duration) []float64 {
+	out := make([]float64, len(ds))
+	for i, d := range ds {
+		out[i] = float64(d) / float64(unit)
+	}
+	return out
+}
+
+// num prints about three significant digits.
+func num(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	default:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+}
+
+// row is one line of the results table.
+type row struct {
+	what                       string
+	n, min, p50, p90, p99, max string
+	goal, verdict              string
+}
+
+const none = "–"
+
+// distRow shows a distribution; p90 and p99 of fewer than 10 samples would only repeat the max.
+func distRow(what string, s stats) row {
+	r := row{what: what, n: strconv.Itoa(s.n), min: num(s.min), p50: num(s.p50), p90: none, p99: none, max: num(s.max), goal: none, verdict: none}
+	if s.n >= 10 {
+		r.p90, r.p99 = num(s.p90), num(s.p99)
+	}
+	return r
+}
+
+// valueRow shows a single figure in the p50 column.
+func valueRow(what string, v float64) row {
+	return row{what: what, n: "1", min: none, p50: num(v), p90: none, p99: none, max: none, goal: none, verdict: none}
+}
+
+func (r row) withGoal(goal string, met bool, measured string) row {
+	r.goal = goal
+	if met {
+		r.verdict = "met (" + measured + ")"
+	} else {
+		r.verdict = "**missed** (" + measured + ")"
+	}
+	return r
+}
+
+func (r *report) rows() []row {
+	var rows []row
+	rows = append(rows, r.leaveRows()...)
+	for _, timings := range []string{testTimings, productionTimingsName} {
+		if samples := r.failover[timings]; len(samples) > 0 {
+			var gone []time.Duration
+			for _, s := range samples {
+				gone = append(gone, s.gone)
+			}
+			st := summarize(inUnit(gone, time.Second))
+			rows = append(rows, distRow("Failover, "+timings+": leading agent SIGKILLed → pending leave done (s)", st).
+				withGoal("max ≤ 10 s", st.max <= 10, "max "+num(st.max)+" s"))
+		}
+	}
+	rows = append(rows, r.quietRows()...)
+	return append(rows, r.resyncRows()...)
+}
+
+func (r *report) leaveRows() []row {
+	if len(r.leaveGone) == 0 {
+		return nil
+	}
+	gone := summarize(inUnit(r.leaveGone, time.Millisecond))
+	joinedFalse := summarize(inUnit(r.leaveJoinedFalse, time.Millisecond))
+	floor := summarize(inUnit(r.floorGone, time.Millisecond))
+	p50, p99 := gone.p50/floor.p50, gone.p99/floor.p99
+	return []row{
+		distRow("Leave: patch accepted → gone from etcd's member list (ms)", gone).
+			withGoal("p99 ≤ 1000 ms", gone.p99 <= 1000, "p99 "+num(gone.p99)+" ms"),
+		distRow("Leave: patch accepted → Joined=False seen by a watch (ms)", joinedFalse).
+			withGoal("p99 ≤ 1000 ms", joinedFalse.p99 <= 1000, "p99 "+num(joinedFalse.p99)+" ms"),
+		distRow("Floor: raw MemberRemove → gone from the member list (ms)", floor),
+		distRow("Floor: the MemberRemove call alone (ms)", summarize(inUnit(r.floorRPC, time.Millisecond))),
+		row{what: "Leave ÷ floor, gone from etcd (p50, p99)", n: none, min: none, p50: num(p50) + "×", p90: none, p99: num(p99) + "×", max: none}.
+			withGoal("p50 ≤ 3×", p50 <= 3, "p50 "+num(p50)+"×"),
+	}
+}
+
+func (r *report) quietRows() []row {
+	q := r.quiet
+	if q == nil {
+		return nil
+	}
+	var rss, cpu []float64
+	for _, u := range q.usage {
+		rss = append(rss, float64(u.rss)/(1<<20))
+		cpu = append(cpu, 100*float64(u.cpu)/float64(q.window))
+	}
+	perMember := q.agentWritesBesidesElection() / float64(q.members)
+	rssStats := summarize(rss)
+	return []row{
+		valueRow("Quiet, production defaults: API writes per member per minute, besides leader election", perMember).
+			withGoal("≤ 1", perMember <= 1, num(perMember)),
+		valueRow("Quiet: leader-election renewals (Lease "+agent.LeaseName+" updates per minute)", q.leaseUpdates[agent.LeaseName]),
+		valueRow("Quiet: API requests per minute by all agents together (client side)", total(q.agentRequests)),
+		valueRow("Quiet: etcd gRPC requests per minute, all members (the apiserver's included)", total(q.etcd)),
+		distRow("Quiet: agent RSS (MiB)", rssStats).withGoal("max ≤ 60 MB", rssStats.max*(1<<20) <= 60e6, "max "+num(rssStats.max)+" MiB"),
+		distRow("Quiet: agent CPU (% of one core)", summarize(cpu)),
+	}
+}
+
+func (r *report) resyncRows() []row {
+	if len(r.resync) == 0 {
+		return nil
+	}
+	var reconciled, gauge []time.Duration
+	var writes []float64
+	for _, s := range r.resync {
+		reconciled, gauge, writes = append(reconciled, s.reconciled), append(gauge, s.gauge), append(writes, s.writes)
+	}
+	scale := fmt.Sprintf("%d voters + %d left", scaleVoters, r.scaleObjects-scaleVoters)
+	st := summarize(inUnit(reconciled, time.Millisecond))
+	return []row{
+		distRow("Resync, "+scale+": new leader elected → every object reconciled, queue empty (ms)", st).
+			withGoal("max ≤ 1000 ms", st.max <= 1000, "max "+num(st.max)+" ms"),
+		distRow(fmt.Sprintf("Resync: new leader elected → its objects gauge counts all %d (ms)", r.scaleObjects), summarize(inUnit(gauge, time.Millisecond))),
+		distRow("Resync: API writes to EtcdMembers from the kill to the end of the resync", summarize(writes)),
+	}
+}
+
+// agentWritesBesidesElection counts writes to the only resources the agents write besides their
+// Lease: EtcdMembers and Events. Nothing else writes them in a quiet minute.
+func (q *quietCost) agentWritesBesidesElection() float64 {
+	var n float64
+	for key, v := range q.api {
+		verb, resource, _ := strings.Cut(key, " ")
+		resource, _, _ = strings.Cut(resource, "/")
+		if writeVerbs[verb] && (resource == "etcdmembers" || resource == "events") {
+			n += v
+		}
+	}
+	return n
+}
+
+func total(m map[string]float64) float64 {
+	var n float64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func (r *report) table() string {
+	var b strings.Builder
+	b.WriteString("| measurement | n | min | p50 | p90 | p99 | max | goal | verdict |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|---|---|\n")
+	for _, x := range r.rows() {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", x.what, x.n, x.min, x.p50, x.p90, x.p99, x.max, x.goal, x.verdict)
+	}
+	return b.String()
+}
+
+// sortedCounts renders a map as table rows, largest first.
+func sortedCounts(b *strings.Builder, header string, m map[string]float64) {
+	fmt.Fprintf(b, "| %s | per minute |\n|---|--:|\n", header)
+	keys := slices.SortedFunc(maps.Keys(m), func(a, c string) int { return cmp.Or(cmp.Compare(m[c], m[a]), cmp.Compare(a, c)) })
+	for _, k := range keys {
+		fmt.Fprintf(b, "| %s | %s |\n", k, num(m[k]))
+	}
+	b.WriteString("\n")
+}
+
+func (r *report) write(t *testing.T) {
+	t.Helper()
+	root, ok := framework.RepoRoot()
+	if !ok {
+		t.Fatal("repository root not found")
+	}
+	path := filepath.Join(root, "docs", "BENCHMARKS.md")
+	if err := os.WriteFile(path, []byte(r.markdown()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s", path)
+}
+
+func (r *report) markdown() string {
+	var b strings.Builder
+	b.WriteString("# Benchmarks\n\n")
+	b.WriteString("Written by `make bench` (package `test/bench`, build tag `bench`): every figure below comes from\n")
+	b.WriteString("one run on the real test bed of `test/framework` (real etcd members, a real kube-apiserver,\n")
+	b.WriteString("`bin/etcdmember agent` processes with the least-privilege credential of the e2e tests). Run it\n")
+	b.WriteString("again to refresh this file; on a machine shared with other tests, re-run when the load below\n")
+	b.WriteString("is high.\n\n")
+	r.writeSetup(&b)
+	b.WriteString("## Results\n\n")
+	b.WriteString(r.table())
+	b.WriteString("\n")
+	r.writeDetails(&b)
+	b.WriteString(methods)
+	return b.String()
+}
+
+func (r *report) writeSetup(b *strings.Builder) {
+	b.WriteString("| | |\n|---|---|\n")
+	fmt.Fprintf(b, "| command | `make bench` = `go test -tags bench -count=1 -timeout 30m -v -run '^TestBench$' ./test/bench/` |\n")
+	fmt.Fprintf(b, "| date | %s (took %s) |\n", r.started.UTC().Format("2006-01-02 15:04 UTC"), r.elapsed)
+	fmt.Fprintf(b, "| machine | %s |\n", r.machine)
+	fmt.Fprintf(b, "| load average (1, 5, 15 min) | %s at the start, %s at the end |\n", r.loadStart, r.loadEnd)
+	for _, v := range r.versions {
+		fmt.Fprintf(b, "| %s | %s |\n", v[0], v[1])
+	}
+	b.WriteString("\n")
+}
+
+func (r *report) writeDetails(b *strings.Builder) {
+	b.WriteString("## Details\n\n")
+	if len(r.leaveGone) > 0 {
+		fmt.Fprintf(b, "Leave and floor: %d cycles each on one 3-member cluster, interleaved. MemberRemove calls that\n", len(r.leaveGone))
+		fmt.Fprintf(b, "the agents counted as failed during the leave cycles (each costs a retry): %s.\n\n", num(r.leaveRemoveErrors))
+	}
+	for _, timings := range []string{testTimings, productionTimingsName} {
+		if samples := r.failover[timings]; len(samples) > 0 {
+			var parts []string
+			for _, s := range samples {
+				p := num(s.gone.Seconds()) + " s"
+				if s.handedOver {
+					p += " (leaving member's own agent won first and handed over)"
+				}
+				parts = append(parts, p)
+			}
+			fmt.Fprintf(b, "Failover with the %s, each run: %s.\n\n", timings, strings.Join(parts, ", "))
+		}
+	}
+	if len(r.resync) > 0 {
+		var parts []string
+		for _, s := range r.resync {
+			parts = append(parts, fmt.Sprintf("%s ms (gauge %s ms, %s writes)", num(float64(s.reconciled.Microseconds())/1000), num(float64(s.gauge.Microseconds())/1000), num(s.writes)))
+		}
+		fmt.Fprintf(b, "Resync of %d objects, each run: %s.\n\n", r.scaleObjects, strings.Join(parts, ", "))
+	}
+	r.writeQuiet(b)
+}
+
+func (r *report) writeQuiet(b *strings.Builder) {
+	q := r.quiet
+	if q == nil {
+		return
+	}
+	fmt.Fprintf(b, "### The quiet minute\n\nA steady 3-member cluster, agents at their production defaults, measured over %s\n", q.window.Round(time.Millisecond))
+	fmt.Fprintf(b, "after %s of warm-up; the leading agent was %s. Rates are per minute.\n\n", quietWarmup, q.leader)
+	b.WriteString("Every agent:\n\n| agent | role | RSS (MiB) | CPU seconds in the window | % of one core |\n|---|---|--:|--:|--:|\n")
+	for _, name := range slices.Sorted(maps.Keys(q.usage)) {
+		u, role := q.usage[name], "candidate"
+		if name == q.leader {
+			role = "leader"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", name, role, num(float64(u.rss)/(1<<20)), num(u.cpu.Seconds()), num(100*float64(u.cpu)/float64(q.window)))
+	}
+	b.WriteString("\n")
+	sortedCounts(b, "apiserver requests by verb and resource (`apiserver_request_total`, every client, the apiserver's own included)", q.api)
+	sortedCounts(b, "Lease updates, from a watch on kube-system (leader election vs the apiserver's identity Lease)", q.leaseUpdates)
+	sortedCounts(b, "the agents' own API requests by method (`rest_client_requests_total`, all agents)", q.agentRequests)
+	sortedCounts(b, "etcd gRPC requests by method (`grpc_server_handled_total`, all members; streams count when they end)", q.etcd)
+}
+
+// methods says how each figure is taken; it describes this package's code.
+const methods = `## How each figure is measured
+
+- **Leave**: a member that neither leads etcd nor runs the leading agent gets ` + "`spec.leave: true`" + ` by a
+  merge patch (the admin client). The clock starts when the patch call returns. (a) A goroutine polls
+  MemberList every 5 ms through a client on the leading agent's member (which stays) and stops at the
+  first answer without the member; (b) a watch on the object, opened before the patch, stops at the
+  first event with the old member ID and Joined=False. Then the member comes back with
+  ` + "`cluster.Rejoin`" + ` (wipe, MemberAdd, start) and the cycle waits until its agent shows the new member ID
+  with Joined=True, and until etcd's strict reconfiguration check (peers connected for 5 s) will
+  accept the next removal, so that etcd refusals stay out of the figures.
+- **Floor**: the same kind of member, removed by a raw clientv3 MemberRemove through the staying
+  member, timed from the call to the first member list without it (the same 5 ms poll), and the
+  call alone. Leave and floor cycles alternate on the same cluster.
+- **Failover**: the leading agent is SIGKILLed (it cannot release its Lease), another member's leave
+  is patched right after, and the clock runs from the kill to the member's absence from the member
+  list (5 ms poll). The killed agent is restarted and the member re-added between runs. Once with the
+  tests' agent timings, once with the production defaults passed as flags.
+- **Quiet**: agents at the production defaults (` + "`--sync-interval=10s --membership-poll-interval=2s\n  --leader-elect-lease-duration=8s --leader-elect-renew-deadline=6s --leader-elect-retry-period=1s\n  --recheck-interval=5s --hand-over-retry=30s`" + `). Counters are read before and after the window:
+  the apiserver's ` + "`/metrics`" + `, every agent's ` + "`/metrics`" + `, every etcd member's ` + "`/metrics`" + ` on its
+  client URL, and ` + "`/proc/<pid>/stat`" + ` (utime+stime) and ` + "`/proc/<pid>/status`" + ` (VmRSS, at the end) of each
+  agent process, found by its command line. "API writes besides leader election" are the
+  apiserver's POST/PUT/PATCH/DELETE on etcdmembers and events, which only the agents write.
+- **Resync**: a 7-member cluster with an agent each (tests' timings) and 200 extra EtcdMember objects
+  of members that left (fake member IDs, Joined=False/Removed, Left=True/Removed, created through the
+  API). The leading agent is SIGKILLed; the clock starts when a watch on the Lease sees another
+  holder. It stops when the new leader's ` + "`/metrics`" + `, read every 25 ms, show at least one finished
+  leave reconcile per object since before the kill (` + "`controller_runtime_reconcile_total`" + `) with an
+  empty queue and no reconcile running (` + "`workqueue_depth`, `controller_runtime_active_workers`" + `): an
+  upper bound on "every object reconciled once", since objects enqueued twice count twice. The
+  gauge figure is when ` + "`etcdmember_objects`" + ` first sums to every object.
+
+## Not measured
+
+- Health detection (a Healthy condition and its delay) does not exist in etcdmember yet.
+`
+
+func loadAverage(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(strings.Fields(string(data))[:3], " ")
+}
+
+func machine(t *testing.T) string {
+	t.Helper()
+	cpuinfo, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := "unknown CPU"
+	for _, line := range strings.Split(string(cpuinfo), "\n") {
+		if name, value, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "model name" {
+			model = strings.TrimSpace(value)
+			break
+		}
+	}
+	meminfo, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var memKB float64
+	for _, line := range strings.Split(string(meminfo), "\n") {
+		if value, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			memKB, _ = strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 64)
+		}
+	}
+	return fmt.Sprintf("%d CPUs (nproc), %s, %.1f GiB RAM", runtime.NumCPU(), model, memKB/(1<<20))
+}
+
+// versions asks every binary of the test bed for its version.
+func versions(t *testing.T) [][2]string {
+	t.Helper()
+	root, ok := framework.RepoRoot()
+	if !ok {
+		t.Fatal("repository root not found")
+	}
+	commit := output(t, root, "git", "rev-parse", "--short", "HEAD")
+	if output(t, root, "git", "status", "--porcelain", "--untracked-files=no") != "" {
+		commit += " with uncommitted changes"
+	}
+	etcd, _, _ := strings.Cut(output(t, root, framework.Binary(t, "etcd"), "--version"), "\n")
+	return [][2]string{
+		{"go", runtime.Version()},
+		{"etcd", etcd},
+		{"kube-apiserver", output(t, root, framework.Binary(t, "kube-apiserver"), "--version")},
+		{"etcdmember", output(t, root, framework.Binary(t, "etcdmember"), "--version") + " (git " + commit + ")"},
+	}
+}
+
+func output(t *testing.T, dir, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v", name, strings.Join(args, " "), err)
+	}
+	return strings.TrimSpace(string(out))
+}
