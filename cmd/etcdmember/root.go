@@ -20,5 +20,6 @@ removes a member from etcd, safely, when its object gets spec.leave: true.`,
 	root.AddCommand(newAgentCommand())
 	root.AddCommand(newStatusCommand())
 	root.AddCommand(newLeaveCommand())
+	root.AddCommand(newJoinCommand())
 	return root
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/etcdmember/etcdmember/internal/controller"
 	"github.com/etcdmember/etcdmember/internal/etcd"
 	"github.com/etcdmember/etcdmember/internal/events"
+	"github.com/etcdmember/etcdmember/internal/peerurl"
 )
 
 // Options configures an agent. The etcd TLS fields take etcdctl's names.
@@ -105,7 +106,7 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
 		}
 	}
-	if _, err := normalizePeerURLs(o.AdvertisePeerURLs); err != nil {
+	if _, err := peerurl.NormalizeList(o.AdvertisePeerURLs); err != nil {
 		errs = append(errs, fmt.Errorf("--advertise-peer-urls: %w", err))
 	}
 	return errors.Join(errs...)
@@ -118,7 +119,7 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	log := logf.FromContext(ctx)
-	peerURLs, err := normalizePeerURLs(opts.AdvertisePeerURLs)
+	peerURLs, err := peerurl.NormalizeList(opts.AdvertisePeerURLs)
 	if err != nil {
 		return fmt.Errorf("--advertise-peer-urls: %w", err)
 	}

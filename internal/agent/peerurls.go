@@ -2,13 +2,8 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/netip"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -16,6 +11,7 @@ import (
 	"github.com/etcdmember/etcdmember/api/v1alpha1"
 	"github.com/etcdmember/etcdmember/internal/etcd"
 	"github.com/etcdmember/etcdmember/internal/events"
+	"github.com/etcdmember/etcdmember/internal/peerurl"
 )
 
 // Event reasons of --advertise-peer-urls. They live here rather than in api/v1alpha1 because
@@ -25,91 +21,6 @@ const (
 	ReasonPeerURLsUpdateFailed = "PeerURLsUpdateFailed"
 )
 
-// normalizePeerURL checks one peer URL the way etcd needs it (http or https, a host, an
-// explicit port, nothing else) and returns it in one canonical spelling, so that a flag value
-// and etcd's record of the same endpoint compare equal.
-func normalizePeerURL(s string) (string, error) {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "", fmt.Errorf("peer URL %q: %w", s, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("peer URL %q: scheme must be http or https", s)
-	}
-	if u.Opaque != "" || u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" ||
-		strings.Contains(s, "#") || (u.Path != "" && u.Path != "/") {
-		return "", fmt.Errorf("peer URL %q: only scheme://host:port is allowed", s)
-	}
-	host, port, err := net.SplitHostPort(u.Host)
-	if err != nil {
-		return "", fmt.Errorf("peer URL %q needs host:port: %w", s, err)
-	}
-	host, err = normalizeHost(host)
-	if err != nil {
-		return "", fmt.Errorf("peer URL %q: %w", s, err)
-	}
-	n, err := strconv.ParseUint(port, 10, 16)
-	if err != nil || n == 0 {
-		return "", fmt.Errorf("peer URL %q: port must be a number from 1 to 65535", s)
-	}
-	return u.Scheme + "://" + net.JoinHostPort(host, strconv.FormatUint(n, 10)), nil
-}
-
-// normalizeHost accepts an IP address (written the canonical way) or a DNS name (lowercased).
-// IPv6 zones are refused: an address only valid on one of this node's interfaces means nothing
-// to the other members.
-func normalizeHost(host string) (string, error) {
-	if host == "" {
-		return "", errors.New("host is missing")
-	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		if ip.Zone() != "" {
-			return "", errors.New("IPv6 zones are not allowed")
-		}
-		return ip.String(), nil
-	}
-	valid := func(r rune) bool {
-		return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_'
-	}
-	if strings.IndexFunc(host, func(r rune) bool { return !valid(r) }) >= 0 {
-		return "", fmt.Errorf("host %q is neither an IP address nor a DNS name", host)
-	}
-	return strings.ToLower(host), nil
-}
-
-// normalizePeerURLs normalizes a list of peer URLs into a sorted set; an empty list stays empty.
-func normalizePeerURLs(in []string) ([]string, error) {
-	out := make([]string, 0, len(in))
-	var errs []error
-	for _, s := range in {
-		n, err := normalizePeerURL(strings.TrimSpace(s))
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		out = append(out, n)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	slices.Sort(out)
-	return slices.Compact(out), nil
-}
-
-// samePeerURLs tells whether etcd's record names the same endpoints as want, which is
-// normalized already. A recorded URL that does not normalize cannot equal a wanted one.
-func samePeerURLs(recorded, want []string) bool {
-	got := make([]string, 0, len(recorded))
-	for _, s := range recorded {
-		if n, err := normalizePeerURL(s); err == nil {
-			s = n
-		}
-		got = append(got, s)
-	}
-	slices.Sort(got)
-	return slices.Equal(slices.Compact(got), want)
-}
-
 // advertise makes etcd record the peer URLs this node advertises now. etcd never updates its
 // record by itself: after an address change the other members keep dialling the old address. It
 // runs before the object is read, so that fixing etcd does not wait for the API server, and
@@ -117,7 +28,7 @@ func samePeerURLs(recorded, want []string) bool {
 // is logged and retried at the next sync; its Warning is written only when etcd's error changes,
 // so a node that cannot update for an hour leaves one Event, not one per sync.
 func (r *Registrar) advertise(ctx context.Context, self etcd.Member) (etcd.Member, peerURLEvent) {
-	if len(r.PeerURLs) == 0 || samePeerURLs(self.PeerURLs, r.PeerURLs) {
+	if len(r.PeerURLs) == 0 || peerurl.SameSet(self.PeerURLs, r.PeerURLs) {
 		return self, peerURLEvent{}
 	}
 	id := etcd.IDString(self.ID)

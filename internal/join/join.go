@@ -47,7 +47,7 @@ func join(ctx context.Context, c Cluster, req Request, log io.Writer, backoff ti
 		if err == nil || !refusedForNow(err) {
 			return vars, err
 		}
-		fmt.Fprintf(log, "etcd refused for now, retrying in %s: %v\n", backoff, err)
+		note(log, "etcd refused for now, retrying in %s: %v\n", backoff, err)
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("still refused when the time was up: %w", err)
@@ -69,7 +69,7 @@ func attempt(ctx context.Context, c Cluster, req Request, log io.Writer) ([]Var,
 		return nil, err
 	}
 	if found {
-		fmt.Fprintf(log, "member %s already has peer URLs %s; nothing added\n", Describe(self), strings.Join(self.PeerURLs, ","))
+		note(log, "member %s already has peer URLs %s; nothing added\n", describe(self), strings.Join(self.PeerURLs, ","))
 	} else {
 		added, after, err := c.MemberAddAsLearner(ctx, req.PeerURLs)
 		if errors.Is(err, rpctypes.ErrTooManyLearners) {
@@ -78,14 +78,20 @@ func attempt(ctx context.Context, c Cluster, req Request, log io.Writer) ([]Var,
 		if err != nil {
 			return nil, err
 		}
-		fmt.Fprintf(log, "added member %s as a learner with peer URLs %s\n", etcd.IDString(added.ID), strings.Join(added.PeerURLs, ","))
+		note(log, "added member %s as a learner with peer URLs %s\n", etcd.IDString(added.ID), strings.Join(added.PeerURLs, ","))
 		self, members = added, after
 	}
-	for _, m := range Namesakes(members, self.ID, req.Name) {
-		fmt.Fprintf(log, "warning: member %s is also named %q; if it is this node's old record, remove it (etcdctl member remove %s)\n",
-			Describe(m), req.Name, etcd.IDString(m.ID))
+	for _, m := range namesakes(members, self.ID, req.Name) {
+		note(log, "warning: member %s is also named %q; if it is this node's old record, remove it (etcdctl member remove %s)\n",
+			describe(m), req.Name, etcd.IDString(m.ID))
 	}
 	return Settings(members, self.ID, req.Name)
+}
+
+// note tells the operator what join did. It is best effort: once the member is added, a closed
+// stderr must not turn a join into a failure.
+func note(log io.Writer, format string, args ...any) {
+	_, _ = fmt.Fprintf(log, format, args...)
 }
 
 // refusedForNow tells the refusals that pass by themselves: etcd's strict reconfiguration check
@@ -103,7 +109,7 @@ func learnerPending(members []etcd.Member, err error) error {
 	var ids []string
 	for _, m := range members {
 		if m.IsLearner {
-			pending = append(pending, Describe(m))
+			pending = append(pending, describe(m))
 			ids = append(ids, etcd.IDString(m.ID))
 		}
 	}

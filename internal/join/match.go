@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/etcdmember/etcdmember/internal/peerurl"
+
 	"github.com/etcdmember/etcdmember/internal/etcd"
 )
 
@@ -26,15 +28,15 @@ func Match(members []etcd.Member, name string, want []string) (etcd.Member, bool
 			return m, true, nil
 		case overlaps(got, want):
 			return etcd.Member{}, false, fmt.Errorf("member %s has peer URLs %s, which overlap %s: "+
-				"etcd allows each peer URL to one member only", Describe(m), strings.Join(m.PeerURLs, ","), strings.Join(want, ","))
+				"etcd allows each peer URL to one member only", describe(m), strings.Join(m.PeerURLs, ","), strings.Join(want, ","))
 		}
 	}
 	return etcd.Member{}, false, nil
 }
 
-// Namesakes returns the members other than self that started under name. etcd allows that, but
+// namesakes returns the members other than self that started under name. etcd allows that, but
 // it usually means the old record of a rebuilt node that nobody removed, still counted in quorum.
-func Namesakes(members []etcd.Member, self uint64, name string) []etcd.Member {
+func namesakes(members []etcd.Member, self uint64, name string) []etcd.Member {
 	var out []etcd.Member
 	for _, m := range members {
 		if m.ID != self && m.Name == name {
@@ -44,9 +46,9 @@ func Namesakes(members []etcd.Member, self uint64, name string) []etcd.Member {
 	return out
 }
 
-// Describe names a member for messages: its ID, its name or that it never started, and whether
+// describe names a member for messages: its ID, its name or that it never started, and whether
 // it votes.
-func Describe(m etcd.Member) string {
+func describe(m etcd.Member) string {
 	name := "not started"
 	if m.Name != "" {
 		name = fmt.Sprintf("%q", m.Name)
@@ -63,7 +65,7 @@ func Describe(m etcd.Member) string {
 func normalizeRecorded(urls []string) []string {
 	out := make([]string, 0, len(urls))
 	for _, u := range urls {
-		if n, err := NormalizePeerURL(u); err == nil {
+		if n, err := peerurl.Normalize(u); err == nil {
 			u = n
 		}
 		out = append(out, u)

@@ -53,7 +53,7 @@ func TestNamesakes(t *testing.T) {
 		member(2, "node-2", false, "http://10.0.0.2:2380"),
 		member(4, "node-4", true, "http://10.0.0.4:2380"),
 	}
-	got := Namesakes(members, 4, "node-4")
+	got := namesakes(members, 4, "node-4")
 	if len(got) != 1 || got[0].ID != 1 {
 		t.Errorf("got %+v, want member 1 only", got)
 	}

@@ -47,8 +47,10 @@ func Run(ctx context.Context, opts Options, stdout, stderr io.Writer) error {
 	}
 	text := Format(vars)
 	if opts.Output == "" {
-		_, err := io.WriteString(stdout, text)
-		return err
+		if _, err := io.WriteString(stdout, text); err != nil {
+			return fmt.Errorf("writing the settings to stdout: %w", err)
+		}
+		return nil
 	}
 	if err := writeFile(opts.Output, text); err != nil {
 		return fmt.Errorf("%w (the member is in etcd: run join again to write its settings)", err)

@@ -103,6 +103,9 @@ func quote(v string) string {
 	return b.String()
 }
 
+// needsQuotes: letters, digits and the punctuation of names and URLs stay bare, the rest is
+// quoted, so that the file reads the same in a shell and as a systemd EnvironmentFile.
 func needsQuotes(r rune) bool {
-	return notDNSChar(r) && !strings.ContainsRune("@%+=:,/", r)
+	plain := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-._@%+=:,/", r)
+	return !plain
 }

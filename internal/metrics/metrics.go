@@ -56,7 +56,7 @@ var (
 	// EtcdErrors counts failed etcd calls by method.
 	EtcdErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcdmember_etcd_errors_total",
-		Help: "Failed etcd calls by method (Status, MemberList, MemberRemove, MemberUpdate, MoveLeader, Probe).",
+		Help: "Failed etcd calls by method (Status, MemberList, MemberRemove, MemberUpdate, MemberAddAsLearner, MoveLeader, Probe).",
 	}, []string{"method"})
 )
 
