@@ -41,10 +41,7 @@ those until --timeout. Notes (the member ID added or found) go to stderr.`,
 	f := cmd.Flags()
 	f.StringVar(&opts.Name, "name", "", "etcd name of the new member, its --name (required).")
 	f.StringSliceVar(&opts.PeerURLs, "peer-urls", nil, "Peer URL(s) of the new member, scheme://host:port, comma-separated (required).")
-	f.StringSliceVar(&opts.Etcd.Endpoints, "etcd-endpoints", nil, "Client URL(s) of the running cluster's members (required).")
-	f.StringVar(&opts.Etcd.CACert, "etcd-cacert", "", "CA bundle to verify etcd's serving certificates.")
-	f.StringVar(&opts.Etcd.Cert, "etcd-cert", "", "Client certificate for etcd.")
-	f.StringVar(&opts.Etcd.Key, "etcd-key", "", "Client key for etcd.")
+	bindEtcdFlags(f, &opts.Etcd, "Client URL(s) of the running cluster's members (required).")
 	f.StringVar(&opts.Output, "output", "", "Write the settings to this file (mode 0600, replaced atomically) instead of stdout; its directory must exist.")
 	f.DurationVar(&opts.Timeout, "timeout", opts.Timeout, "How long the whole command, retries included, may take.")
 	return cmd

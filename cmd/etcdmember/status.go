@@ -48,10 +48,7 @@ When etcd cannot be read the objects are still printed, and the command exits 1.
 	}
 	f := cmd.Flags()
 	f.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty means $KUBECONFIG, ~/.kube/config or in-cluster config.")
-	f.StringSliceVar(&opts.Etcd.Endpoints, "etcd-endpoints", nil, "Client URL(s) of etcd; without them the live columns show \"?\".")
-	f.StringVar(&opts.Etcd.CACert, "etcd-cacert", "", "CA bundle to verify etcd's serving certificates.")
-	f.StringVar(&opts.Etcd.Cert, "etcd-cert", "", "Client certificate for etcd.")
-	f.StringVar(&opts.Etcd.Key, "etcd-key", "", "Client key for etcd.")
+	bindEtcdFlags(f, &opts.Etcd, "Client URL(s) of etcd; without them the live columns show \"?\".")
 	f.VarP(&opts.Output, "output", "o", "Output format: table, json or yaml.")
 	f.DurationVar(&opts.Timeout, "timeout", opts.Timeout, "Timeout of each call: the API list, etcd's member list, and each member's Status (no answer within it: unhealthy).")
 	return cmd

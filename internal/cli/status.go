@@ -74,7 +74,7 @@ type MemberStatus struct {
 // StatusOptions configures Status.
 type StatusOptions struct {
 	// Etcd is optional: without endpoints the live columns are unknown.
-	Etcd    EtcdOptions
+	Etcd    etcd.Config
 	Output  Output
 	Timeout time.Duration
 }

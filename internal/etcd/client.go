@@ -59,6 +59,10 @@ type EndpointStatus struct {
 	MemberID  uint64
 	Leader    uint64
 	IsLearner bool
+	RaftTerm  uint64
+	RaftIndex uint64
+	// DBSize is the size of the member's backend database in bytes.
+	DBSize int64
 }
 
 // Client is a connection to an etcd cluster.
@@ -140,7 +144,10 @@ func (c *Client) Status(ctx context.Context, endpoint string) (EndpointStatus, e
 		metrics.EtcdErrors.WithLabelValues("Status").Inc()
 		return EndpointStatus{}, fmt.Errorf("etcd status of %s: %w", endpoint, err)
 	}
-	return EndpointStatus{MemberID: resp.Header.MemberId, Leader: resp.Leader, IsLearner: resp.IsLearner}, nil
+	return EndpointStatus{
+		MemberID: resp.Header.MemberId, Leader: resp.Leader, IsLearner: resp.IsLearner,
+		RaftTerm: resp.RaftTerm, RaftIndex: resp.RaftIndex, DBSize: resp.DbSize,
+	}, nil
 }
 
 // MemberList returns the members as the cluster's quorum sees them (a linearizable read).
