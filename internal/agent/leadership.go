@@ -79,7 +79,11 @@ func (l *leadership) Start(ctx context.Context) error {
 	return nil
 }
 
-func (l *leadership) campaignDelay() time.Duration { return 2 * l.opts.RetryPeriod }
+// campaignDelay is how long a leader that stepped down stays out of the election. client-go's
+// candidates retry every RetryPeriod stretched by a jitter of up to 1.2 times, so anything under
+// 2.2 periods can let the one stepping down win again while another agent is waiting; that
+// happened in `make bench` and cost a 30 s hand-over retry.
+func (l *leadership) campaignDelay() time.Duration { return 3 * l.opts.RetryPeriod }
 
 func (l *leadership) runTerm(ctx context.Context) error {
 	opts := ctrl.Options{
