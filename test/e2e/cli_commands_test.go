@@ -9,6 +9,8 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdmember/etcdmember/api/v1alpha1"
 )
@@ -123,8 +125,15 @@ func TestStatusCommand(t *testing.T) {
 	if err := e.client.Create(ctx, ghost); err != nil {
 		t.Fatalf("create ghost: %v", err)
 	}
-	ghost.Status.MemberID = "abc"
-	if err := e.client.Status().Update(ctx, ghost); err != nil {
+	// The leader reconciles the new object at once and may write its status first.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := e.client.Get(ctx, client.ObjectKeyFromObject(ghost), ghost); err != nil {
+			return err
+		}
+		ghost.Status.MemberID = "abc"
+		return e.client.Status().Update(ctx, ghost)
+	})
+	if err != nil {
 		t.Fatalf("ghost status: %v", err)
 	}
 	out, code = runAgentCLI(t, "status", "--kubeconfig", kubeconfig, "--etcd-endpoints", endpoints)
