@@ -122,3 +122,10 @@ verify-no-skips:
 .PHONY: clean
 clean: ## Remove bin/ (the next build of kube-apiserver takes about 10 minutes cold).
 	rm -rf $(BIN)
+
+##@ Measuring
+
+# The bench build tag keeps these out of `make test`; BENCHMARKS.md says what each figure means.
+.PHONY: bench
+bench: build testbin ## Measure leave latency, failover, quiet cost and resync on the real test bed (~15 min); writes docs/BENCHMARKS.md.
+	$(GO) test -tags bench -count=1 -timeout 30m -v -run '^TestBench$$' ./test/bench/

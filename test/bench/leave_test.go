@@ -22,19 +22,22 @@ func benchLeave(t *testing.T, r *results) {
 	for i := range leaveCycles {
 		l := e.leaveOnce()
 		f := e.floorOnce()
+		r.leaveIntent = append(r.leaveIntent, l.intent)
 		r.leaveGone = append(r.leaveGone, l.gone)
 		r.leaveJoinedFalse = append(r.leaveJoinedFalse, l.joinedFalse)
 		r.floorGone = append(r.floorGone, f.gone)
 		r.floorRPC = append(r.floorRPC, f.rpc)
-		t.Logf("cycle %d/%d: leave gone %s, Joined=False %s; MemberRemove gone %s (call %s)",
-			i+1, leaveCycles, l.gone, l.joinedFalse, f.gone, f.rpc)
+		t.Logf("cycle %d/%d: leave intent %s, gone %s, Joined=False %s; MemberRemove gone %s (call %s)",
+			i+1, leaveCycles, l.intent, l.gone, l.joinedFalse, f.gone, f.rpc)
 	}
 	r.leaveRemoveErrors = e.memberRemoveErrors() - errorsBefore
 	r.failover[testTimings] = e.failovers()
 }
 
-// leaveSample is one leave, timed from the accepted spec.leave patch.
-type leaveSample struct{ gone, joinedFalse time.Duration }
+// leaveSample is one leave, timed from the accepted spec.leave patch: until the leader's
+// Removing intent (written just before its MemberRemove) is seen, until etcd no longer lists the
+// member, and until Joined=False is seen.
+type leaveSample struct{ intent, gone, joinedFalse time.Duration }
 
 func (e *env) leaveOnce() leaveSample {
 	e.t.Helper()
@@ -44,6 +47,9 @@ func (e *env) leaveOnce() leaveSample {
 	ctx, cancel := context.WithTimeout(context.Background(), settle)
 	defer cancel()
 	gone := goneAt(ctx, e.etcd[stay.Name], id)
+	intent := e.watchMember(ctx, target.Name, func(m *v1alpha1.EtcdMember) bool {
+		return m.Status.MemberID == idHex && status.HasReason(m, v1alpha1.ConditionLeft, v1alpha1.ReasonRemoving)
+	})
 	joinedFalse := e.watchMember(ctx, target.Name, func(m *v1alpha1.EtcdMember) bool {
 		c := status.Get(m, v1alpha1.ConditionJoined)
 		return m.Status.MemberID == idHex && c != nil && c.Status == metav1.ConditionFalse
@@ -51,6 +57,7 @@ func (e *env) leaveOnce() leaveSample {
 	e.patchLeave(ctx, target.Name)
 	accepted := time.Now()
 	s := leaveSample{
+		intent:      await(ctx, e.t, intent, target.Name+" Left=Removing").at.Sub(accepted),
 		gone:        await(ctx, e.t, gone, target.Name+" gone from etcd").Sub(accepted),
 		joinedFalse: await(ctx, e.t, joinedFalse, target.Name+" Joined=False").at.Sub(accepted),
 	}
