@@ -5,7 +5,6 @@ package bench
 import (
 	"context"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -96,28 +95,7 @@ func adminClient(t *testing.T, api *framework.APIServer) client.WithWatch {
 // leaderAgent returns the name of the agent holding the leader Lease, waiting for one.
 func (e *env) leaderAgent() string {
 	e.t.Helper()
-	deadline := time.Now().Add(settle)
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		lease := &coordinationv1.Lease{}
-		err := e.client.Get(ctx, types.NamespacedName{Namespace: "kube-system", Name: agent.LeaseName}, lease)
-		cancel()
-		if name := holder(lease); err == nil && name != "" {
-			return name
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	e.t.Fatalf("no agent holds the %s Lease after %s", agent.LeaseName, settle)
-	return ""
-}
-
-// holder is the agent name in the Lease's holder identity ("<name>_<random>"), or "".
-func holder(lease *coordinationv1.Lease) string {
-	if lease.Spec.HolderIdentity == nil {
-		return ""
-	}
-	name, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
-	return name
+	return e.api.LeaderAgent(e.t)
 }
 
 // pickTarget returns the member to remove next, a non-leader voter whose agent does not lead,

@@ -115,12 +115,12 @@ func (e *env) resyncOnce(total int) resyncSample {
 	defer cancel()
 	writesBefore := e.writes(ctx, "etcdmembers")
 	elected := e.watchLeader(ctx, func(l *coordinationv1.Lease) bool {
-		h := holder(l)
+		h := framework.LeaseHolder(l)
 		return h != "" && h != old
 	})
 	e.agents[old].Kill(e.t)
 	won := await(ctx, e.t, elected, "a new leader")
-	name := holder(won.obj)
+	name := framework.LeaseHolder(won.obj)
 	gauge, drained := e.awaitResync(ctx, e.agents[name], before[name]+float64(total), total)
 	s := resyncSample{
 		reconciled: drained.Sub(won.at),

@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-logr/logr"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,7 +22,6 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/etcdmember/etcdmember/api/v1alpha1"
-	"github.com/etcdmember/etcdmember/internal/agent"
 	"github.com/etcdmember/etcdmember/test/framework"
 )
 
@@ -217,20 +215,7 @@ func (e *env) etcdMemberIDs() map[uint64]bool {
 // leaderAgent returns the name of the agent holding the leader Lease.
 func (e *env) leaderAgent() string {
 	e.t.Helper()
-	deadline := time.Now().Add(settle)
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		lease := &coordinationv1.Lease{}
-		err := e.client.Get(ctx, types.NamespacedName{Namespace: "kube-system", Name: agent.LeaseName}, lease)
-		cancel()
-		if err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
-			name, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
-			return name
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	e.t.Fatalf("no agent holds the %s Lease after %s", agent.LeaseName, settle)
-	return ""
+	return e.api.LeaderAgent(e.t)
 }
 
 // agentLogsContain tells whether any agent's log has the text.
