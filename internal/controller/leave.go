@@ -24,6 +24,7 @@ import (
 	"github.com/etcdmember/etcdmember/api/v1alpha1"
 	"github.com/etcdmember/etcdmember/internal/etcd"
 	"github.com/etcdmember/etcdmember/internal/events"
+	"github.com/etcdmember/etcdmember/internal/failpoint"
 	"github.com/etcdmember/etcdmember/internal/metrics"
 	"github.com/etcdmember/etcdmember/internal/status"
 )
@@ -210,6 +211,7 @@ func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, tar
 	if err := r.Client.Status().Update(ctx, m); err != nil {
 		return ctrl.Result{}, fmt.Errorf("recording intent to remove %s: %w", m.Name, err)
 	}
+	failpoint.Hit(failpoint.LeaveBeforeRemove)
 	log.Info("Removing member from etcd", "peerURLs", target.PeerURLs)
 	err := r.Etcd.MemberRemove(ctx, target.ID)
 	if err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
@@ -217,6 +219,7 @@ func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, tar
 			fmt.Sprintf("etcd did not remove member %s: %v. Retrying with back-off; check the health of the etcd cluster.", m.Status.MemberID, err))
 		return ctrl.Result{}, err
 	}
+	failpoint.Hit(failpoint.LeaveAfterRemove)
 	removed(m)
 	metrics.LeaveDuration.Observe(time.Since(r.leaveSeen[m.UID]).Seconds())
 	delete(r.leaveSeen, m.UID)
