@@ -25,6 +25,10 @@ const (
 	// ReasonNotFound (Joined=False, and Left=True when a leave was asked for): the member is gone
 	// from etcd for another reason, e.g. someone ran etcdctl member remove.
 	ReasonNotFound = "NotFound"
+
+	// ReasonEvicted (Joined=False): etcdmember removed a learner that had not caught up within
+	// --learner-stall-timeout, so that it no longer blocks the next join.
+	ReasonEvicted = "Evicted"
 )
 
 // Reasons of the Left condition while it is False.
@@ -87,3 +91,62 @@ const FinalizerMember = "etcdmember.io/member"
 // LabelDiscovered marks an object the leader created for a member no agent had registered: added
 // by hand, left over after an IP change or a wipe, never started, or sharing its name with another.
 const LabelDiscovered = "etcdmember.io/discovered"
+
+// ConditionHealthy reports the leading agent's latest probe of the member's client URLs, made
+// every --probe-interval. Absent until the first probe and once the member has left etcd.
+const ConditionHealthy = "Healthy"
+
+// Reasons of the Healthy condition.
+const (
+	// ReasonServing (Healthy=True): the member answered, and a voter also served a linearizable
+	// read, which needs a leader with quorum.
+	ReasonServing = "Serving"
+
+	// ReasonUnreachable (Healthy=False): the member did not answer on its client URLs within the
+	// probe timeout: its process is down, stopped, or cut off from the leading agent.
+	ReasonUnreachable = "Unreachable"
+
+	// ReasonNotServing (Healthy=False): the member answered but could not serve a linearizable
+	// read: it has no leader, or its leader has lost quorum.
+	ReasonNotServing = "NotServing"
+
+	// ReasonAlarm (Healthy=False): an alarm (NOSPACE, CORRUPT) is active for the member.
+	ReasonAlarm = "Alarm"
+
+	// ReasonNotStarted (Healthy=False; also Promoted=False): the member was added to etcd but has
+	// never started, so it has no client URLs to probe.
+	ReasonNotStarted = "NotStarted"
+)
+
+// ConditionPromoted follows a learner's way to voter. It appears when the leading agent first sees
+// the member as a learner: False while it catches up, True once etcdmember promoted it. A learner
+// still not promoted after --learner-stall-timeout is evicted (Joined=False, reason Evicted).
+const ConditionPromoted = "Promoted"
+
+// Reasons of the Promoted condition. ReasonNotStarted and ReasonQuorumAtRisk apply too.
+const (
+	// ReasonCatchingUp (Promoted=False): the learner runs and replicates the log; etcd refuses the
+	// promotion until it is close enough to the leader, and the leader retries with back-off.
+	ReasonCatchingUp = "CatchingUp"
+
+	// ReasonPromoted (Promoted=True): etcdmember made the learner a voter.
+	ReasonPromoted = "Promoted"
+
+	// ReasonVoter (Promoted=True): the member became a voter by other means (etcdctl, another tool).
+	ReasonVoter = "Voter"
+
+	// ReasonEvicting (Promoted=False): the learner stalled and is being removed. Seen after a
+	// crash, it tells the next leader that the removal may already have happened.
+	ReasonEvicting = "Evicting"
+
+	// ReasonStalled (Promoted=False): the learner was evicted for not catching up in time.
+	ReasonStalled = "Stalled"
+)
+
+// AnnotationLeaveReason records why the controller itself set spec.leave, under the opt-in
+// policy --remove-unreachable-after. Operators' own requests carry no such annotation.
+const AnnotationLeaveReason = "etcdmember.io/leave-reason"
+
+// ReasonUnreachableMember is the Event reason of a leave the controller asked for because a
+// voter stayed unreachable longer than --remove-unreachable-after.
+const ReasonUnreachableMember = "UnreachableMember"

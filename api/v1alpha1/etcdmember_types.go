@@ -49,16 +49,60 @@ type EtcdMemberStatus struct {
 	// +optional
 	IsLearner bool `json:"isLearner"`
 
+	// health is the leading agent's latest probe of the member. It is rewritten when something an
+	// operator acts on changes (reachability, leadership, raft term, alarms, learner state) and
+	// otherwise refreshed at most every --health-refresh-interval, so raftIndex and dbSizeBytes
+	// may lag by that much. Absent until the first probe, and once the member has left etcd.
+	// +optional
+	Health *MemberHealth `json:"health,omitempty"`
+
 	// observedGeneration is the metadata.generation the status was last computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// conditions: Joined (is the member in etcd?) and Left (how is the leave request going?).
+	// conditions: Joined (is the member in etcd?), Healthy (does it answer and serve?), Promoted
+	// (how is a learner's way to voter going?), Removable (would removing it keep quorum?) and Left
+	// (how is the leave request going?).
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=16
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// MemberHealth is what a probe of the member's client URLs found.
+type MemberHealth struct {
+	// reachable is true when the member answered a status request within the probe timeout.
+	Reachable bool `json:"reachable"`
+
+	// leader is true when the member leads etcd's raft group.
+	Leader bool `json:"leader"`
+
+	// raftTerm is the member's raft term; a term that keeps rising means repeated elections.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	RaftTerm int64 `json:"raftTerm,omitempty"`
+
+	// raftIndex is the member's committed raft index; compare members to see one falling behind.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	RaftIndex int64 `json:"raftIndex,omitempty"`
+
+	// dbSizeBytes is the size of the member's backend database file.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	DBSizeBytes int64 `json:"dbSizeBytes,omitempty"`
+
+	// alarms are the alarms active for this member: NOSPACE (the backend quota is exhausted and
+	// etcd refuses writes) or CORRUPT (the member's data disagrees with the others').
+	// +kubebuilder:validation:MaxItems=4
+	// +kubebuilder:validation:items:Enum=NOSPACE;CORRUPT
+	// +listType=set
+	// +optional
+	Alarms []string `json:"alarms,omitempty"`
+
+	// lastProbeTime is when the probe these figures come from was made.
+	LastProbeTime metav1.Time `json:"lastProbeTime"`
 }
 
 // EtcdMember is one etcd member, registered by the agent on its node. Setting spec.leave asks the
@@ -71,6 +115,8 @@ type EtcdMemberStatus struct {
 // +kubebuilder:printcolumn:name="Peer URLs",type=string,JSONPath=`.status.peerURLs`
 // +kubebuilder:printcolumn:name="Learner",type=boolean,JSONPath=`.status.isLearner`
 // +kubebuilder:printcolumn:name="Joined",type=string,JSONPath=`.status.conditions[?(@.type=="Joined")].status`
+// +kubebuilder:printcolumn:name="Healthy",type=string,JSONPath=`.status.conditions[?(@.type=="Healthy")].status`
+// +kubebuilder:printcolumn:name="Leader",type=boolean,JSONPath=`.status.health.leader`
 // +kubebuilder:printcolumn:name="Leave",type=boolean,JSONPath=`.spec.leave`
 // +kubebuilder:printcolumn:name="Left",type=string,JSONPath=`.status.conditions[?(@.type=="Left")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -50,9 +50,16 @@ type Options struct {
 	EtcdWaitTimeout        time.Duration
 	SyncInterval           time.Duration
 	MembershipPollInterval time.Duration
+	ProbeInterval          time.Duration
 	ProbeTimeout           time.Duration
+	HealthRefresh          time.Duration
 	RecheckInterval        time.Duration
 	HandOverRetry          time.Duration
+	LearnerStallTimeout    time.Duration
+	// RemoveUnreachableAfter, when positive, turns on the dead-member policy; MinVoters is its
+	// floor.
+	RemoveUnreachableAfter time.Duration
+	MinVoters              int
 
 	// AdvertisePeerURLs are the peer URLs etcd should record for the local member; empty leaves
 	// etcd's record alone.
@@ -77,9 +84,13 @@ func DefaultOptions() Options {
 		EtcdWaitTimeout:         2 * time.Minute,
 		SyncInterval:            10 * time.Second,
 		MembershipPollInterval:  controller.DefaultMembershipPollInterval,
+		ProbeInterval:           controller.DefaultProbeInterval,
 		ProbeTimeout:            controller.DefaultProbeTimeout,
+		HealthRefresh:           controller.DefaultHealthRefresh,
 		RecheckInterval:         controller.DefaultRecheckInterval,
 		HandOverRetry:           controller.DefaultHandOverRetry,
+		LearnerStallTimeout:     controller.DefaultLearnerStallTimeout,
+		MinVoters:               controller.DefaultMinVoters,
 		OnRemovedTimeout:        5 * time.Minute,
 	}
 }
@@ -100,11 +111,26 @@ func (o Options) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"--sync-interval": o.SyncInterval, "--membership-poll-interval": o.MembershipPollInterval,
 		"--probe-timeout": o.ProbeTimeout, "--etcd-wait-timeout": o.EtcdWaitTimeout,
-		"--on-removed-timeout": o.OnRemovedTimeout,
+		"--on-removed-timeout": o.OnRemovedTimeout, "--probe-interval": o.ProbeInterval,
+		"--health-refresh-interval": o.HealthRefresh, "--learner-stall-timeout": o.LearnerStallTimeout,
 	} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
 		}
+	}
+	if o.ProbeTimeout >= o.ProbeInterval {
+		errs = append(errs, fmt.Errorf("--probe-timeout (%s) must be shorter than --probe-interval (%s)", o.ProbeTimeout, o.ProbeInterval))
+	}
+	if o.RemoveUnreachableAfter < 0 {
+		errs = append(errs, fmt.Errorf("--remove-unreachable-after must be 0 (off) or positive, got %s", o.RemoveUnreachableAfter))
+	}
+	if o.RemoveUnreachableAfter > 0 && o.RemoveUnreachableAfter < 2*o.ProbeInterval {
+		// One failed probe is not "dead": a member restarting or a brief network blip would be
+		// removed for it.
+		errs = append(errs, fmt.Errorf("--remove-unreachable-after (%s) must be at least two probe intervals (%s)", o.RemoveUnreachableAfter, 2*o.ProbeInterval))
+	}
+	if o.MinVoters < 1 {
+		errs = append(errs, fmt.Errorf("--min-voters must be at least 1, got %d", o.MinVoters))
 	}
 	if _, err := peerurl.NormalizeList(o.AdvertisePeerURLs); err != nil {
 		errs = append(errs, fmt.Errorf("--advertise-peer-urls: %w", err))

@@ -114,19 +114,29 @@ func (l *leadership) runTerm(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("creating the leader's manager: %w", err)
 	}
-	watcher := controller.NewMembershipWatcher(mgr.GetClient(), mgr.GetAPIReader(), l.etcd,
-		l.opts.MembershipPollInterval, controller.DefaultProbeInterval, l.opts.ProbeTimeout)
+	// One connection per member for the term's probes and removals.
+	pool := etcd.NewPool(l.etcd)
+	defer pool.Close()
+	watcher := controller.NewMembershipWatcher(mgr.GetClient(), mgr.GetAPIReader(), l.etcd, pool, controller.WatcherConfig{
+		PollInterval: l.opts.MembershipPollInterval, ProbeInterval: l.opts.ProbeInterval,
+		ProbeTimeout: l.opts.ProbeTimeout, HealthRefresh: l.opts.HealthRefresh,
+	})
 	reconciler := &controller.LeaveReconciler{
-		Client:          mgr.GetClient(),
-		Etcd:            l.etcd,
-		Events:          l.events,
-		LocalMemberID:   l.registrar.LocalMemberID,
-		Health:          watcher.Health,
-		HandOver:        l.handOver,
-		ChangeLock:      &l.changeLock,
-		ProbeTimeout:    l.opts.ProbeTimeout,
-		RecheckInterval: l.opts.RecheckInterval,
-		HandOverRetry:   l.opts.HandOverRetry,
+		Client:                 mgr.GetClient(),
+		Etcd:                   l.etcd,
+		Pool:                   pool,
+		Events:                 l.events,
+		LocalMemberID:          l.registrar.LocalMemberID,
+		Probes:                 watcher.Probes,
+		HandOver:               l.handOver,
+		ChangeLock:             &l.changeLock,
+		ProbeTimeout:           l.opts.ProbeTimeout,
+		RecheckInterval:        l.opts.RecheckInterval,
+		HandOverRetry:          l.opts.HandOverRetry,
+		HealthRefresh:          l.opts.HealthRefresh,
+		LearnerStallTimeout:    l.opts.LearnerStallTimeout,
+		RemoveUnreachableAfter: l.opts.RemoveUnreachableAfter,
+		MinVoters:              l.opts.MinVoters,
 	}
 	if err := mgr.Add(watcher); err != nil {
 		return err

@@ -254,7 +254,8 @@ func (r *Registrar) refresh(ctx context.Context, obj *v1alpha1.EtcdMember, self 
 }
 
 func (r *Registrar) refreshOnce(ctx context.Context, obj *v1alpha1.EtcdMember, self etcd.Member) error {
-	if status.HasReason(obj, v1alpha1.ConditionJoined, v1alpha1.ReasonRemoved) {
+	if status.HasReason(obj, v1alpha1.ConditionJoined, v1alpha1.ReasonRemoved) ||
+		status.HasReason(obj, v1alpha1.ConditionJoined, v1alpha1.ReasonEvicted) {
 		// The leader removed this member; etcd here has not noticed yet.
 		return nil
 	}
@@ -283,9 +284,10 @@ func (r *Registrar) takeOver(ctx context.Context, obj *v1alpha1.EtcdMember, self
 		}
 	}
 	log := logf.FromContext(ctx)
-	if obj.Spec.Leave {
+	if _, auto := obj.Annotations[v1alpha1.AnnotationLeaveReason]; obj.Spec.Leave || auto {
 		log.Info("Clearing the completed leave of the earlier member", "object", obj.Name, "previousMemberID", previous)
 		obj.Spec.Leave = false
+		delete(obj.Annotations, v1alpha1.AnnotationLeaveReason)
 		uctx, cancel := context.WithTimeout(ctx, apiTimeout)
 		defer cancel()
 		if err := r.Client.Update(uctx, obj); err != nil {
@@ -295,7 +297,11 @@ func (r *Registrar) takeOver(ctx context.Context, obj *v1alpha1.EtcdMember, self
 	log.Info("Re-joined under an existing name", "object", obj.Name, "memberID", etcd.IDString(self.ID), "previousMemberID", previous)
 	status.Observe(obj, self)
 	obj.Status.ObservedGeneration = obj.Generation
-	status.Remove(obj, v1alpha1.ConditionLeft)
+	// What the leader recorded of the earlier member does not describe this one.
+	for _, c := range []string{v1alpha1.ConditionLeft, v1alpha1.ConditionPromoted, v1alpha1.ConditionHealthy, v1alpha1.ConditionRemovable} {
+		status.Remove(obj, c)
+	}
+	obj.Status.Health = nil
 	msg := fmt.Sprintf("Re-joined as member %s; the earlier member %s is gone from etcd.", obj.Status.MemberID, previous)
 	status.Set(obj, v1alpha1.ConditionJoined, metav1.ConditionTrue, v1alpha1.ReasonRejoined, msg)
 	if err := r.writeStatus(ctx, obj); err != nil {

@@ -31,20 +31,25 @@ import (
 
 // Defaults for LeaveReconciler's intervals.
 const (
-	DefaultProbeTimeout    = time.Second
-	DefaultRecheckInterval = 5 * time.Second
-	DefaultHandOverRetry   = 30 * time.Second
+	DefaultProbeTimeout        = time.Second
+	DefaultRecheckInterval     = 5 * time.Second
+	DefaultHandOverRetry       = 30 * time.Second
+	DefaultLearnerStallTimeout = 10 * time.Minute
+	DefaultMinVoters           = 3
 
 	// reconcileTimeout bounds one reconcile: a fresh member list, a probe of every voter, a
 	// leadership move and a removal, each with its own etcd timeout, plus three API writes.
 	reconcileTimeout = time.Minute
 )
 
-// LeaveReconciler keeps each EtcdMember's observed fields and Joined condition true to etcd's
-// member list, and removes members whose object asks to leave.
+// LeaveReconciler keeps each EtcdMember true to etcd's member list and to the leader's health
+// probes, removes members whose object asks to leave, promotes learners that caught up and evicts
+// those that stalled: every membership change of the cluster, one at a time.
 type LeaveReconciler struct {
 	Client client.Client
 	Etcd   *etcd.Client
+	// Pool holds the term's connections to each member, shared with the watcher's probes.
+	Pool   *etcd.Pool
 	Events *events.Recorder
 
 	// LocalMemberID returns the member ID of this agent's own node, or 0 while unknown. The leader
@@ -55,9 +60,9 @@ type LeaveReconciler struct {
 	// just ended with leadership straight back here, meaning no other agent is campaigning.
 	HandOver func(memberID uint64) bool
 
-	// Health returns the voters' health from the leader's periodic probes (false before the
-	// first); it drives the Removable condition.
-	Health func() (map[uint64]bool, bool)
+	// Probes returns the leader's periodic probes (false before the first); they drive the
+	// Healthy and Removable conditions, status.health, promotion and the unreachable policy.
+	Probes func() (Probes, bool)
 
 	// ChangeLock is held for a whole reconcile and shared by every leadership term of an agent, so a
 	// term that ends mid-change can never overlap a new term's first change.
@@ -66,9 +71,20 @@ type LeaveReconciler struct {
 	ProbeTimeout    time.Duration
 	RecheckInterval time.Duration
 	HandOverRetry   time.Duration
+	// HealthRefresh bounds how long status.health may keep figures older than the latest probe
+	// when nothing an operator acts on changed.
+	HealthRefresh time.Duration
+	// LearnerStallTimeout is how long a learner may stay one before it is evicted.
+	LearnerStallTimeout time.Duration
+	// RemoveUnreachableAfter, when positive, makes the controller ask a voter to leave once it
+	// has been unreachable that long, never below MinVoters voters.
+	RemoveUnreachableAfter time.Duration
+	MinVoters              int
 
 	// leaveSeen records when this term first saw each pending leave, for LeaveDuration.
 	leaveSeen map[types.UID]time.Time
+	// promoteBackoff is the next wait after etcd refused to promote each learner as not ready.
+	promoteBackoff map[types.UID]time.Duration
 }
 
 // SetupWithManager registers the controller. membershipChanged delivers every object whenever
@@ -149,23 +165,36 @@ func (r *LeaveReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember,
 	target, found := find(members, id)
 	if !found {
 		markGone(m)
-		status.Remove(m, v1alpha1.ConditionRemovable)
+		forgetHealth(m)
 		return ctrl.Result{}, nil
 	}
 	status.Observe(m, target)
-	r.setRemovable(m, target, members)
-	if !m.Spec.Leave {
-		// A cancelled request leaves nothing to report.
-		status.Remove(m, v1alpha1.ConditionLeft)
-		delete(r.leaveSeen, m.UID)
-		return ctrl.Result{}, nil
+	probes, probed := r.Probes()
+	if probed {
+		r.observeHealth(m, target, probes)
 	}
-	return r.leave(ctx, m, target, members)
+	setRemovable(m, target, members, probes, probed)
+	if m.Spec.Leave {
+		return r.leave(ctx, m, target, members)
+	}
+	// A cancelled request leaves nothing to report.
+	status.Remove(m, v1alpha1.ConditionLeft)
+	delete(r.leaveSeen, m.UID)
+	if target.IsLearner {
+		return r.learner(ctx, m, target, members, probes, probed)
+	}
+	votedElsewhere(m)
+	return r.removeIfUnreachable(ctx, m, target, members, probes, probed)
 }
 
 // markGone records that the member is no longer in etcd. A Removing intent left by a leader that
 // stopped mid-removal means the removal was ours.
 func markGone(m *v1alpha1.EtcdMember) {
+	if status.HasReason(m, v1alpha1.ConditionPromoted, v1alpha1.ReasonEvicting) ||
+		status.HasReason(m, v1alpha1.ConditionJoined, v1alpha1.ReasonEvicted) {
+		evicted(m)
+		return
+	}
 	ours := status.HasReason(m, v1alpha1.ConditionLeft, v1alpha1.ReasonRemoving) ||
 		status.HasReason(m, v1alpha1.ConditionJoined, v1alpha1.ReasonRemoved)
 	if ours {
@@ -204,26 +233,41 @@ func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, tar
 		return ctrl.Result{RequeueAfter: r.RecheckInterval}, nil
 	}
 
-	// Record the intent before acting, so a leader that stops between the two steps leaves the
-	// next one enough to tell "we removed it" from "it vanished".
 	status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonRemoving,
 		fmt.Sprintf("Removing member %s from etcd.", m.Status.MemberID))
-	if err := r.Client.Status().Update(ctx, m); err != nil {
-		return ctrl.Result{}, fmt.Errorf("recording intent to remove %s: %w", m.Name, err)
+	if err := r.writeIntent(ctx, m); err != nil {
+		return ctrl.Result{}, err
 	}
-	failpoint.Hit(failpoint.LeaveBeforeRemove)
 	log.Info("Removing member from etcd", "peerURLs", target.PeerURLs)
-	err := r.Etcd.MemberRemove(ctx, target.ID)
-	if err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
+	if err := r.removeMember(ctx, target); err != nil {
 		status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonEtcdError,
 			fmt.Sprintf("etcd did not remove member %s: %v. Retrying with back-off; check the health of the etcd cluster.", m.Status.MemberID, err))
 		return ctrl.Result{}, err
 	}
-	failpoint.Hit(failpoint.LeaveAfterRemove)
 	removed(m)
 	metrics.LeaveDuration.Observe(time.Since(r.leaveSeen[m.UID]).Seconds())
 	delete(r.leaveSeen, m.UID)
 	return ctrl.Result{}, nil
+}
+
+// writeIntent writes the intent the caller set in m's status before a removal, so a leader that
+// stops between the two steps leaves the next one enough to tell "we removed it" from "it
+// vanished".
+func (r *LeaveReconciler) writeIntent(ctx context.Context, m *v1alpha1.EtcdMember) error {
+	if err := r.Client.Status().Update(ctx, m); err != nil {
+		return fmt.Errorf("recording intent to remove %s: %w", m.Name, err)
+	}
+	return nil
+}
+
+// removeMember removes the member from etcd; one already gone counts as removed.
+func (r *LeaveReconciler) removeMember(ctx context.Context, target etcd.Member) error {
+	failpoint.Hit(failpoint.LeaveBeforeRemove)
+	if err := r.Etcd.MemberRemove(ctx, target.ID); err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
+		return err
+	}
+	failpoint.Hit(failpoint.LeaveAfterRemove)
+	return nil
 }
 
 // handOver deals with a leave for the leader's own member.

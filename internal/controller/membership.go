@@ -2,8 +2,11 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,25 +25,41 @@ const (
 	// DefaultMembershipPollInterval is how often the leader reads etcd's member list to notice
 	// changes nobody announced through the API (etcdctl, a member that died of its own removal).
 	DefaultMembershipPollInterval = 2 * time.Second
-	// DefaultProbeInterval is how often the leader probes every voter for the Removable
-	// condition.
+	// DefaultProbeInterval is how often the leader probes every member's health.
 	DefaultProbeInterval = 5 * time.Second
+	// DefaultHealthRefresh bounds how stale status.health's slow-moving figures (raft index, DB
+	// size, last probe time) may get on a member whose health did not change.
+	DefaultHealthRefresh = 2 * time.Minute
 
 	// discoveryPolls is how many member list polls a member may go without an object before the
 	// leader creates one for it.
 	discoveryPolls = 10
 )
 
-// MembershipWatcher watches what etcd has no watch for: its member list and its voters' health.
-// When either changes it creates objects for members that have none, then asks the controller to
-// reconcile every object. It runs on the leader only.
+// Probes is the leader's latest view of every member's health.
+type Probes struct {
+	// Members holds each listed member's latest probe by member ID.
+	Members map[uint64]etcd.Health
+	// Alarms holds the active alarms by member ID, as last read; a failed read keeps the previous.
+	Alarms map[uint64][]string
+}
+
+// Healthy tells whether the member's latest probe found it serving: for quorum, a member that
+// answers but cannot serve linearizable reads counts as lost.
+func (p Probes) Healthy(id uint64) bool { return p.Members[id].Serving }
+
+// MembershipWatcher watches what etcd has no watch for: its member list and its members' health.
+// When either changes, and at least every health refresh interval, it creates objects for members
+// that have none, then asks the controller to reconcile every object. It runs on the leader only.
 type MembershipWatcher struct {
 	client        client.Client
 	reader        client.Reader
 	etcd          *etcd.Client
+	pool          *etcd.Pool
 	pollInterval  time.Duration
 	probeInterval time.Duration
 	probeTimeout  time.Duration
+	refresh       time.Duration
 	events        chan event.GenericEvent
 
 	// discoveryGrace is how long a member may go without an object before the watcher creates
@@ -48,17 +67,28 @@ type MembershipWatcher struct {
 	discoveryGrace time.Duration
 	unregistered   map[uint64]time.Time
 
-	mu      sync.Mutex
-	healthy map[uint64]bool
+	mu     sync.Mutex
+	probes *Probes
 }
 
-// NewMembershipWatcher polls etcd; c writes discovered objects and reader reads around the cache,
-// so that a member is never given two objects.
-func NewMembershipWatcher(c client.Client, reader client.Reader, e *etcd.Client, pollInterval, probeInterval, probeTimeout time.Duration) *MembershipWatcher {
+// WatcherConfig holds the watcher's intervals.
+type WatcherConfig struct {
+	PollInterval  time.Duration
+	ProbeInterval time.Duration
+	ProbeTimeout  time.Duration
+	// HealthRefresh is how often every object is reconciled even when nothing changed, so that
+	// status.health's last probe time stays within that bound.
+	HealthRefresh time.Duration
+}
+
+// NewMembershipWatcher polls etcd and probes members over pool; c writes discovered objects and
+// reader reads around the cache, so that a member is never given two objects.
+func NewMembershipWatcher(c client.Client, reader client.Reader, e *etcd.Client, pool *etcd.Pool, cfg WatcherConfig) *MembershipWatcher {
 	return &MembershipWatcher{
-		client: c, reader: reader, etcd: e,
-		pollInterval: pollInterval, probeInterval: probeInterval, probeTimeout: probeTimeout,
-		discoveryGrace: discoveryPolls * pollInterval,
+		client: c, reader: reader, etcd: e, pool: pool,
+		pollInterval: cfg.PollInterval, probeInterval: cfg.ProbeInterval, probeTimeout: cfg.ProbeTimeout,
+		refresh:        cfg.HealthRefresh,
+		discoveryGrace: discoveryPolls * cfg.PollInterval,
 		events:         make(chan event.GenericEvent, 64),
 	}
 }
@@ -68,11 +98,14 @@ func (w *MembershipWatcher) Source() source.Source {
 	return source.Channel(w.events, &handler.EnqueueRequestForObject{})
 }
 
-// Health returns the voters' health from the latest probe, and false before the first one.
-func (w *MembershipWatcher) Health() (map[uint64]bool, bool) {
+// Probes returns the latest probes, and false before the first.
+func (w *MembershipWatcher) Probes() (Probes, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return maps.Clone(w.healthy), w.healthy != nil
+	if w.probes == nil {
+		return Probes{}, false
+	}
+	return Probes{Members: maps.Clone(w.probes.Members), Alarms: maps.Clone(w.probes.Alarms)}, true
 }
 
 // NeedLeaderElection makes the watcher run on the leader only.
@@ -80,32 +113,40 @@ func (w *MembershipWatcher) NeedLeaderElection() bool { return true }
 
 // pollState is what the watcher remembers between polls.
 type pollState struct {
-	members   []etcd.Member
-	lastProbe time.Time
+	members     []etcd.Member
+	lastEnqueue time.Time
 	// waiting: members without an object are waiting out the discovery grace.
 	waiting bool
 }
 
-// Start polls until ctx ends.
+// Start polls the member list every poll interval and probes the members every probe interval,
+// until ctx ends.
 func (w *MembershipWatcher) Start(ctx context.Context) error {
 	ctx = logf.IntoContext(ctx, logf.FromContext(ctx).WithName("membership"))
 	defer forgetMembership()
 	var state pollState
-	ticker := time.NewTicker(w.pollInterval)
-	defer ticker.Stop()
+	polls := time.NewTicker(w.pollInterval)
+	defer polls.Stop()
+	probes := time.NewTicker(w.probeInterval)
+	defer probes.Stop()
+	probeDue := true
 	for {
-		w.poll(ctx, &state)
+		w.poll(ctx, &state, probeDue)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ticker.C:
+		case <-polls.C:
+			probeDue = false
+		case <-probes.C:
+			probeDue = true
 		}
 	}
 }
 
-// poll reads the member list, probes the voters when due, creates objects for unregistered
-// members, and enqueues every object when membership or health changed.
-func (w *MembershipWatcher) poll(ctx context.Context, state *pollState) {
+// poll reads the member list, probes the members when due or when membership changed, creates
+// objects for unregistered members, and enqueues every object when membership or health changed
+// or the refresh interval has passed.
+func (w *MembershipWatcher) poll(ctx context.Context, state *pollState, probeDue bool) {
 	log := logf.FromContext(ctx)
 	if err := w.recordObjects(ctx); err != nil {
 		log.V(1).Info("Listing EtcdMembers for metrics failed", "error", err.Error())
@@ -116,8 +157,10 @@ func (w *MembershipWatcher) poll(ctx context.Context, state *pollState) {
 		return
 	}
 	changed := !reflect.DeepEqual(state.members, members)
-	if changed || time.Since(state.lastProbe) >= w.probeInterval {
-		state.lastProbe = time.Now()
+	if changed {
+		w.pool.Retain(members)
+	}
+	if changed || probeDue {
 		changed = w.probe(ctx, members) || changed
 	}
 	if changed || state.waiting {
@@ -126,29 +169,68 @@ func (w *MembershipWatcher) poll(ctx context.Context, state *pollState) {
 			log.Error(err, "Creating objects for unregistered members failed")
 		}
 	}
-	if !changed {
+	if !changed && time.Since(state.lastEnqueue) < w.refresh {
 		return
 	}
-	healthy, _ := w.Health()
-	recordMembership(members, healthy)
+	probes, _ := w.Probes()
+	recordMembership(members, probes)
 	if err := w.enqueueAll(ctx); err != nil {
 		log.Error(err, "Listing EtcdMembers failed")
 		// Forget the member list so that the next poll enqueues again.
 		state.members = nil
+		return
 	}
+	state.lastEnqueue = time.Now()
 }
 
-// probe refreshes the voters' health and tells whether it changed.
+// probe probes every member in parallel and reads the alarms, and tells whether anything an
+// operator acts on changed: reachability, serving, leadership, learner state, raft term, alarms.
+// Raft index and DB size move with every write and do not count.
 func (w *MembershipWatcher) probe(ctx context.Context, members []etcd.Member) bool {
-	healthy := map[uint64]bool{}
-	for _, v := range probeVoters(ctx, w.etcd, members, 0, w.probeTimeout) {
-		healthy[v.ID] = v.Healthy
+	next := Probes{Members: make(map[uint64]etcd.Health, len(members))}
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	for _, m := range members {
+		wg.Go(func() {
+			h := w.pool.Probe(ctx, m, w.probeTimeout)
+			if h.Err != nil {
+				logf.FromContext(ctx).V(1).Info("Member unhealthy", "member", m.Name, "memberID", etcd.IDString(m.ID), "error", h.Err.Error())
+			}
+			mu.Lock()
+			next.Members[m.ID] = h
+			mu.Unlock()
+		})
 	}
+	alarmCtx, cancel := context.WithTimeout(ctx, w.probeTimeout)
+	alarms, err := w.etcd.Alarms(alarmCtx)
+	cancel()
+	wg.Wait()
+
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	changed := !maps.Equal(w.healthy, healthy)
-	w.healthy = healthy
-	return changed
+	prev := w.probes
+	switch {
+	case err == nil:
+		next.Alarms = alarms
+	case prev != nil:
+		next.Alarms = prev.Alarms
+	}
+	w.probes = &next
+	return prev == nil || summarize(*prev) != summarize(next)
+}
+
+// summarize renders what counts as a change of health, in a stable order.
+func summarize(p Probes) string {
+	ids := slices.Sorted(maps.Keys(p.Members))
+	var b strings.Builder
+	for _, id := range ids {
+		h := p.Members[id]
+		fmt.Fprintf(&b, "%x:%t,%t,%t,%t,%d,%v;", id, h.Reachable, h.Serving, h.Status.Leader == id,
+			h.Status.IsLearner, h.Status.RaftTerm, p.Alarms[id])
+	}
+	return b.String()
 }
 
 // recordObjects refreshes the objects gauge from the cache, which costs no API request.

@@ -7,23 +7,31 @@ import (
 	"github.com/etcdmember/etcdmember/internal/status"
 )
 
-// recordMembership exports the member list and the voters' health as the leader last saw them.
-func recordMembership(members []etcd.Member, healthy map[uint64]bool) {
-	metrics.EtcdMembers.Reset()
-	metrics.MemberHealthy.Reset()
-	metrics.MemberLearner.Reset()
+// recordMembership exports the member list and the members' health as the leader last saw them.
+func recordMembership(members []etcd.Member, probes Probes) {
+	resetMemberGauges()
 	metrics.EtcdMembers.WithLabelValues("voter").Set(0)
 	metrics.EtcdMembers.WithLabelValues("learner").Set(0)
 	for _, m := range members {
 		id := etcd.IDString(m.ID)
+		role := "voter"
 		if m.IsLearner {
-			metrics.EtcdMembers.WithLabelValues("learner").Inc()
-			metrics.MemberLearner.WithLabelValues(m.Name, id).Set(1)
+			role = "learner"
+		}
+		metrics.EtcdMembers.WithLabelValues(role).Inc()
+		metrics.MemberLearner.WithLabelValues(m.Name, id).Set(boolValue(m.IsLearner))
+		h, probed := probes.Members[m.ID]
+		if !probed {
 			continue
 		}
-		metrics.EtcdMembers.WithLabelValues("voter").Inc()
-		metrics.MemberLearner.WithLabelValues(m.Name, id).Set(0)
-		metrics.MemberHealthy.WithLabelValues(m.Name, id).Set(boolValue(healthy[m.ID]))
+		alarms := probes.Alarms[m.ID]
+		metrics.MemberHealthy.WithLabelValues(m.Name, id).Set(boolValue(h.Serving && len(alarms) == 0))
+		for _, a := range alarms {
+			metrics.MemberAlarm.WithLabelValues(m.Name, id, a).Set(1)
+		}
+		if h.Reachable {
+			metrics.MemberDBSize.WithLabelValues(m.Name, id).Set(float64(h.Status.DBSize))
+		}
 	}
 }
 
@@ -51,10 +59,17 @@ func recordObjects(objects []v1alpha1.EtcdMember) {
 // forgetMembership drops the leader-only gauges when a leadership term ends, so a former leader
 // does not keep exporting a stale view.
 func forgetMembership() {
+	resetMemberGauges()
+	metrics.Objects.Reset()
+}
+
+// resetMemberGauges drops every per-member series, so members that left stop being exported.
+func resetMemberGauges() {
 	metrics.EtcdMembers.Reset()
 	metrics.MemberHealthy.Reset()
 	metrics.MemberLearner.Reset()
-	metrics.Objects.Reset()
+	metrics.MemberAlarm.Reset()
+	metrics.MemberDBSize.Reset()
 }
 
 // leaveOutcome maps a Left condition reason to the outcome label of LeaveRequests.

@@ -24,7 +24,7 @@ func (r *LeaveReconciler) guard(ctx context.Context, m *v1alpha1.EtcdMember, tar
 		return true
 	}
 	log := logf.FromContext(ctx)
-	voters := probeVoters(ctx, r.Etcd, members, target.ID, r.ProbeTimeout)
+	voters := probeVoters(ctx, r.Pool, members, target.ID, r.ProbeTimeout)
 	verdict := checkRemoval(voters, target, m.Name)
 	forced := m.Annotations[v1alpha1.AnnotationForceLeave] == "true"
 	if !verdict.Allowed && (!forced || verdict.LastVoter) {
@@ -50,23 +50,16 @@ func (r *LeaveReconciler) guard(ctx context.Context, m *v1alpha1.EtcdMember, tar
 
 // setRemovable answers the pre-flight question for a listed member from the latest periodic
 // probe: would removing it now keep quorum?
-func (r *LeaveReconciler) setRemovable(m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member) {
+func setRemovable(m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, probes Probes, probed bool) {
 	if target.IsLearner {
 		status.Set(m, v1alpha1.ConditionRemovable, metav1.ConditionTrue, v1alpha1.ReasonLearner,
 			"The member is a learner: removing it does not change the quorum.")
 		return
 	}
-	healthy, ok := r.Health()
-	if !ok {
+	if !probed {
 		return
 	}
-	var voters []quorum.Voter
-	for _, mem := range members {
-		if !mem.IsLearner {
-			voters = append(voters, quorum.Voter{ID: mem.ID, Name: mem.Name, Healthy: healthy[mem.ID]})
-		}
-	}
-	verdict := quorum.CheckRemoval(voters, target.ID, m.Name)
+	verdict := quorum.CheckRemoval(quorumVoters(members, probes), target.ID, m.Name)
 	switch {
 	case verdict.Allowed:
 		status.Set(m, v1alpha1.ConditionRemovable, metav1.ConditionTrue, v1alpha1.ReasonQuorumKept, verdict.Message+".")
@@ -79,16 +72,27 @@ func (r *LeaveReconciler) setRemovable(m *v1alpha1.EtcdMember, target etcd.Membe
 	}
 }
 
+// quorumVoters lists the voting members with their health from the periodic probes.
+func quorumVoters(members []etcd.Member, probes Probes) []quorum.Voter {
+	var voters []quorum.Voter
+	for _, mem := range members {
+		if !mem.IsLearner {
+			voters = append(voters, quorum.Voter{ID: mem.ID, Name: mem.Name, Healthy: probes.Healthy(mem.ID)})
+		}
+	}
+	return voters
+}
+
 // voter is a voting member with the outcome of a direct probe.
 type voter struct {
 	etcd.Member
 	Healthy bool
 }
 
-// probeVoters probes every voting member except skip, each over its own connection and in
+// probeVoters probes every voting member except skip, each over its pooled connection and in
 // parallel, so the whole check costs one probe timeout at most. The target's own health does not
 // change the verdict: it is leaving either way.
-func probeVoters(ctx context.Context, client *etcd.Client, members []etcd.Member, skip uint64, timeout time.Duration) []voter {
+func probeVoters(ctx context.Context, pool *etcd.Pool, members []etcd.Member, skip uint64, timeout time.Duration) []voter {
 	var (
 		voters []voter
 		wg     sync.WaitGroup
@@ -103,10 +107,10 @@ func probeVoters(ctx context.Context, client *etcd.Client, members []etcd.Member
 			continue
 		}
 		wg.Go(func() {
-			err := client.Probe(ctx, voters[i].ClientURLs, timeout)
-			voters[i].Healthy = err == nil
-			if err != nil {
-				logf.FromContext(ctx).V(1).Info("Voter unhealthy", "member", voters[i].Name, "error", err.Error())
+			h := pool.Probe(ctx, voters[i].Member, timeout)
+			voters[i].Healthy = h.Serving
+			if h.Err != nil {
+				logf.FromContext(ctx).V(1).Info("Voter unhealthy", "member", voters[i].Name, "error", h.Err.Error())
 			}
 		})
 	}
@@ -127,10 +131,7 @@ func checkRemoval(voters []voter, target etcd.Member, name string) quorum.Verdic
 // the removal, which costs a short write pause but no safety.
 func (r *LeaveReconciler) moveLeaderAway(ctx context.Context, target etcd.Member, voters []voter) {
 	log := logf.FromContext(ctx)
-	if len(target.ClientURLs) == 0 {
-		return
-	}
-	st, err := r.Etcd.Status(ctx, target.ClientURLs[0])
+	st, err := r.Pool.Status(ctx, target)
 	if err != nil || st.Leader != target.ID {
 		return
 	}
@@ -139,7 +140,7 @@ func (r *LeaveReconciler) moveLeaderAway(ctx context.Context, target etcd.Member
 			continue
 		}
 		log.Info("Moving etcd leadership away from the leaving member", "to", v.Name)
-		if err := r.Etcd.MoveLeader(ctx, target.ClientURLs[0], v.ID); err != nil {
+		if err := r.Pool.MoveLeader(ctx, target, v.ID); err != nil {
 			log.Error(err, "Moving etcd leadership failed; removing anyway")
 		}
 		return

@@ -31,10 +31,9 @@ func TestRemovableIgnoresLearners(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &LeaveReconciler{Health: func() (map[uint64]bool, bool) { return tc.healthy, true }}
 			m := member(false)
 			target, _ := find(members, tc.target)
-			r.setRemovable(m, target, members)
+			setRemovable(m, target, members, probesOf(tc.healthy), true)
 			c := status.Get(m, v1alpha1.ConditionRemovable)
 			if c == nil || c.Status != tc.status || c.Reason != tc.reason {
 				t.Fatalf("Removable = %+v, want %s/%s", c, tc.status, tc.reason)
@@ -43,10 +42,18 @@ func TestRemovableIgnoresLearners(t *testing.T) {
 	}
 
 	// Before the first probe there is no verdict to give.
-	r := &LeaveReconciler{Health: func() (map[uint64]bool, bool) { return nil, false }}
 	m := member(false)
-	r.setRemovable(m, members[0], members)
+	setRemovable(m, members[0], members, Probes{}, false)
 	if c := status.Get(m, v1alpha1.ConditionRemovable); c != nil {
 		t.Fatalf("Removable set without any probe: %+v", c)
 	}
+}
+
+// probesOf turns a health map into probes: healthy members served, the others did not answer.
+func probesOf(healthy map[uint64]bool) Probes {
+	p := Probes{Members: map[uint64]etcd.Health{}}
+	for id, ok := range healthy {
+		p.Members[id] = etcd.Health{Reachable: ok, Serving: ok}
+	}
+	return p
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/etcdmember/etcdmember/internal/status"
 )
 
-// recordTransition writes an Event when the Joined or Left condition changed its reason or
-// message, so each state is announced once however often it is re-checked.
+// recordTransition writes an Event when a condition changed its verdict, so each state is
+// announced once however often it is re-checked.
 func (r *LeaveReconciler) recordTransition(ctx context.Context, before, after *v1alpha1.EtcdMember) {
 	if c := changed(before, after, v1alpha1.ConditionLeft); c != nil {
 		if outcome := leaveOutcome(c.Reason); outcome != "" {
@@ -26,8 +26,26 @@ func (r *LeaveReconciler) recordTransition(ctx context.Context, before, after *v
 			r.Events.Warning(ctx, after, c.Reason, "Leave", c.Message)
 		}
 	}
-	if c := changed(before, after, v1alpha1.ConditionJoined); c != nil && c.Reason == v1alpha1.ReasonNotFound {
+	if c := changed(before, after, v1alpha1.ConditionJoined); c != nil && (c.Reason == v1alpha1.ReasonNotFound || c.Reason == v1alpha1.ReasonEvicted) {
 		r.Events.Warning(ctx, after, c.Reason, "Observe", c.Message)
+	}
+	if c := changed(before, after, v1alpha1.ConditionPromoted); c != nil {
+		switch c.Reason {
+		case v1alpha1.ReasonPromoted, v1alpha1.ReasonCatchingUp, v1alpha1.ReasonNotStarted, v1alpha1.ReasonEvicting:
+			r.Events.Normal(ctx, after, c.Reason, "Promote", c.Message)
+		case v1alpha1.ReasonQuorumAtRisk, v1alpha1.ReasonEtcdError:
+			r.Events.Warning(ctx, after, c.Reason, "Promote", c.Message)
+		}
+	}
+	// Health is announced when its verdict changes, not when only the error text does, and not at
+	// the first probe of a healthy member.
+	b, a := status.Get(before, v1alpha1.ConditionHealthy), status.Get(after, v1alpha1.ConditionHealthy)
+	if a != nil && (b == nil || b.Reason != a.Reason) && (b != nil || a.Status != metav1.ConditionTrue) {
+		if a.Status == metav1.ConditionTrue {
+			r.Events.Normal(ctx, after, a.Reason, "Probe", a.Message)
+		} else {
+			r.Events.Warning(ctx, after, a.Reason, "Probe", a.Message)
+		}
 	}
 }
 

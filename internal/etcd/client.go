@@ -13,6 +13,8 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/etcdmember/etcdmember/internal/metrics"
 )
@@ -94,6 +96,12 @@ func New(cfg Config) (*Client, error) {
 		// clientv3 logs every retry at info level through its own zap logger; our callers log
 		// the errors that matter with context.
 		Logger: zap.NewNop(),
+		// gRPC's reconnect back-off grows to two minutes; a member that comes back (a restart, a
+		// re-join) must be seen within a probe or two, not minutes later.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: cfg.DialTimeout,
+		})},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating etcd client for %v: %w", cfg.Endpoints, err)
@@ -190,46 +198,6 @@ func (c *Client) MemberUpdate(ctx context.Context, id uint64, peerURLs []string)
 	if _, err := c.cli.MemberUpdate(ctx, id, peerURLs); err != nil {
 		metrics.EtcdErrors.WithLabelValues("MemberUpdate").Inc()
 		return fmt.Errorf("etcd member update %s: %w", IDString(id), err)
-	}
-	return nil
-}
-
-// MoveLeader asks the current leader, reached at leaderEndpoint, to hand leadership to transferee.
-func (c *Client) MoveLeader(ctx context.Context, leaderEndpoint string, transferee uint64) error {
-	cli, err := c.WithEndpoints([]string{leaderEndpoint})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = cli.Close() }()
-	ctx, cancel := c.callContext(ctx)
-	defer cancel()
-	if _, err := cli.cli.MoveLeader(ctx, transferee); err != nil {
-		metrics.EtcdErrors.WithLabelValues("MoveLeader").Inc()
-		return fmt.Errorf("etcd move leader to %s: %w", IDString(transferee), err)
-	}
-	return nil
-}
-
-// Probe tells whether a member is healthy: reachable on one of its client URLs within timeout and
-// able to serve a linearizable read, which needs it to be connected to a leader with quorum. It
-// uses a connection of its own so one slow member cannot hold up the shared client.
-func (c *Client) Probe(ctx context.Context, clientURLs []string, timeout time.Duration) error {
-	if len(clientURLs) == 0 {
-		return errors.New("member has no client URLs (never started)")
-	}
-	cfg := c.cfg
-	cfg.Endpoints = clientURLs
-	cfg.DialTimeout = timeout
-	probe, err := New(cfg)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = probe.Close() }()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if _, err := probe.cli.Get(ctx, "etcdmember-health-probe"); err != nil {
-		metrics.EtcdErrors.WithLabelValues("Probe").Inc()
-		return fmt.Errorf("probing %v: %w", clientURLs, err)
 	}
 	return nil
 }

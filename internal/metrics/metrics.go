@@ -21,11 +21,41 @@ var (
 		Help: "EtcdMember objects by state: joined, removed, not_found, or unknown (not yet observed).",
 	}, []string{"state"})
 
-	// MemberHealthy is 1 when the leader's last probe found the voter healthy.
+	// MemberHealthy is 1 when the leader's last probe found the member healthy.
 	MemberHealthy = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "etcdmember_member_healthy",
-		Help: "1 if the leader's last probe of the voter served a linearizable read, else 0.",
+		Help: "1 if the leader's last probe found the member healthy (a voter served a linearizable read, a learner answered; no alarm), else 0.",
 	}, []string{"member", "member_id"})
+
+	// MemberAlarm is 1 for each alarm active on a member.
+	MemberAlarm = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdmember_member_alarm",
+		Help: "1 for each alarm (NOSPACE, CORRUPT) active on the member, as the leader last read them.",
+	}, []string{"member", "member_id", "alarm"})
+
+	// MemberDBSize is each member's backend size from the leader's last probe.
+	MemberDBSize = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdmember_member_db_size_bytes",
+		Help: "Size of the member's backend database file, from the leader's last probe.",
+	}, []string{"member", "member_id"})
+
+	// LearnerPromotions counts learners the leader made voters.
+	LearnerPromotions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "etcdmember_learner_promotions_total",
+		Help: "Learners the leader promoted to voters.",
+	})
+
+	// LearnerEvictions counts learners removed for not catching up within --learner-stall-timeout.
+	LearnerEvictions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "etcdmember_learner_evictions_total",
+		Help: "Learners removed because they had not caught up within --learner-stall-timeout.",
+	})
+
+	// UnreachableLeaves counts leaves the controller asked for under --remove-unreachable-after.
+	UnreachableLeaves = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "etcdmember_unreachable_leaves_total",
+		Help: "Leave requests the controller set itself for voters unreachable longer than --remove-unreachable-after.",
+	})
 
 	// MemberLearner is 1 for a learner, 0 for a voter.
 	MemberLearner = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -56,11 +86,12 @@ var (
 	// EtcdErrors counts failed etcd calls by method.
 	EtcdErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcdmember_etcd_errors_total",
-		Help: "Failed etcd calls by method (Status, MemberList, MemberRemove, MemberUpdate, MemberAddAsLearner, MoveLeader, Probe).",
+		Help: "Failed etcd calls by method (Status, MemberList, MemberRemove, MemberUpdate, MemberAddAsLearner, MemberPromote, MoveLeader, AlarmList, Probe).",
 	}, []string{"method"})
 )
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(EtcdMembers, Objects, MemberHealthy, MemberLearner,
+		MemberAlarm, MemberDBSize, LearnerPromotions, LearnerEvictions, UnreachableLeaves,
 		LeaveRequests, LeaveDuration, GuardRefusals, EtcdErrors)
 }

@@ -66,3 +66,29 @@ func plural(n int, one, many string) string {
 	}
 	return many
 }
+
+// CheckPromotion judges making a learner (named name) a voter. A promotion raises the quorum
+// with the voter count, so the learner must itself be healthy and the healthy voters including
+// it must make the larger quorum: promoting a learner that then fails to keep up in a cluster
+// already missing a voter would stop the cluster from committing.
+func CheckPromotion(voters []Voter, learnerHealthy bool, name string) Verdict {
+	v := Verdict{VotersAfter: len(voters) + 1}
+	for _, voter := range voters {
+		if voter.Healthy {
+			v.HealthyAfter++
+		}
+	}
+	if learnerHealthy {
+		v.HealthyAfter++
+	}
+	v.Quorum = Of(v.VotersAfter)
+	v.Allowed = learnerHealthy && v.HealthyAfter >= v.Quorum
+	switch {
+	case !learnerHealthy:
+		v.Message = fmt.Sprintf("%s did not answer the latest probe; a voter that cannot keep up raises the quorum for nothing", name)
+	default:
+		v.Message = fmt.Sprintf("promoting %s would make %d healthy %s of %d; quorum of %d needs %d",
+			name, v.HealthyAfter, plural(v.HealthyAfter, "voter", "voters"), v.VotersAfter, v.VotersAfter, v.Quorum)
+	}
+	return v
+}

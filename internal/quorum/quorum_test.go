@@ -111,3 +111,40 @@ func TestSerializedRemovals(t *testing.T) {
 		t.Fatalf("second removal after the first must be refused, got %s", v.Message)
 	}
 }
+
+func TestCheckPromotion(t *testing.T) {
+	healthy := func(flags ...bool) []Voter {
+		var vs []Voter
+		for i, h := range flags {
+			vs = append(vs, Voter{ID: uint64(i + 1), Name: fmt.Sprintf("m%d", i+1), Healthy: h})
+		}
+		return vs
+	}
+	cases := []struct {
+		name           string
+		voters         []Voter
+		learnerHealthy bool
+		allowed        bool
+		healthyAfter   int
+		quorum         int
+	}{
+		{"one voter and a healthy learner", healthy(true), true, true, 2, 2},
+		{"three healthy voters", healthy(true, true, true), true, true, 4, 3},
+		{"three voters, one down: four with three healthy keeps quorum", healthy(true, true, false), true, true, 3, 3},
+		{"four voters, two down: five with three healthy keeps quorum", healthy(true, true, false, false), true, true, 3, 3},
+		{"three voters, two down: the cluster has no quorum to promote into", healthy(true, false, false), true, false, 2, 3},
+		{"unhealthy learner is never promoted", healthy(true, true, true), false, false, 3, 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := CheckPromotion(tc.voters, tc.learnerHealthy, "new")
+			if v.Allowed != tc.allowed || v.HealthyAfter != tc.healthyAfter || v.Quorum != tc.quorum {
+				t.Fatalf("got allowed=%v healthyAfter=%d quorum=%d (%s), want %v %d %d",
+					v.Allowed, v.HealthyAfter, v.Quorum, v.Message, tc.allowed, tc.healthyAfter, tc.quorum)
+			}
+			if v.Message == "" {
+				t.Fatal("verdict carries no message")
+			}
+		})
+	}
+}

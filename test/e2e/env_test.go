@@ -56,12 +56,19 @@ type envConfig struct {
 	// agents lists the members that get an agent; nil means all.
 	agents    []string
 	agentArgs []string
+	// separateStorage puts the apiserver on a one-member etcd of its own, so that the cluster
+	// under test can lose quorum or raise an alarm without taking the API down with it.
+	separateStorage bool
 }
 
 func newEnv(t *testing.T, cfg envConfig) *env {
 	t.Helper()
 	c := framework.NewCluster(t, framework.ClusterConfig{Size: cfg.size, TLS: cfg.tls})
-	api := framework.StartAPIServer(t, c)
+	storage := c
+	if cfg.separateStorage {
+		storage = framework.NewCluster(t, framework.ClusterConfig{Size: 1})
+	}
+	api := framework.StartAPIServer(t, storage)
 	e := &env{t: t, cluster: c, api: api, agents: map[string]*framework.Agent{}}
 	api.InstallEtcdmember(t)
 

@@ -27,6 +27,7 @@ var TestAgentArgs = []string{
 	"--leader-elect-retry-period=500ms",
 	"--recheck-interval=1s",
 	"--hand-over-retry=10s",
+	"--probe-interval=2s",
 }
 
 // Agent is an `etcdmember agent` process for one member, run from bin/etcdmember.

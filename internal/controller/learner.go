@@ -1,0 +1,122 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/etcdmember/internal/metrics"
+	"github.com/etcdmember/etcdmember/internal/quorum"
+	"github.com/etcdmember/etcdmember/internal/status"
+)
+
+// Bounds of the wait between promotion attempts etcd refused as not ready.
+const (
+	promoteBackoffMin = 500 * time.Millisecond
+	promoteBackoffMax = 15 * time.Second
+)
+
+// learner moves a learner towards voting: it promotes it once etcd considers it in sync and the
+// larger quorum is safe, and evicts it once it has been a learner longer than
+// LearnerStallTimeout, so that it no longer blocks the next join (etcd allows one learner). The
+// clock starts when the Promoted condition first turns False, which survives a change of leader.
+func (r *LeaveReconciler) learner(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, probes Probes, probed bool) (ctrl.Result, error) {
+	if c := status.Get(m, v1alpha1.ConditionPromoted); c == nil || c.Status != metav1.ConditionFalse || c.Reason == v1alpha1.ReasonStalled {
+		// A fresh condition gets its lastTransitionTime now: the learner's clock starts. Stalled
+		// belongs to an earlier member the object recorded.
+		status.Remove(m, v1alpha1.ConditionPromoted)
+		status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonCatchingUp, "The learner was seen for the first time.")
+	}
+	deadline := status.Get(m, v1alpha1.ConditionPromoted).LastTransitionTime.Add(r.LearnerStallTimeout)
+	if !time.Now().Before(deadline) {
+		return r.evict(ctx, m, target)
+	}
+	eviction := fmt.Sprintf("It is removed if it is still a learner at %s (--learner-stall-timeout %s).",
+		deadline.UTC().Format(time.RFC3339), r.LearnerStallTimeout)
+	untilDeadline := ctrl.Result{RequeueAfter: time.Until(deadline)}
+	if len(target.ClientURLs) == 0 {
+		status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonNotStarted,
+			"The learner has not started: start etcd on its node with the settings `etcdmember join` printed. "+eviction)
+		return untilDeadline, nil
+	}
+	if !probed {
+		return ctrl.Result{RequeueAfter: min(r.RecheckInterval, time.Until(deadline))}, nil
+	}
+	verdict := quorum.CheckPromotion(quorumVoters(members, probes), probes.Healthy(target.ID), m.Name)
+	if !verdict.Allowed {
+		status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk,
+			fmt.Sprintf("Not promoting: %s. Re-checked every %s; bring the unhealthy members back. %s", verdict.Message, r.RecheckInterval, eviction))
+		return ctrl.Result{RequeueAfter: min(r.RecheckInterval, time.Until(deadline))}, nil
+	}
+	err := r.Etcd.MemberPromote(ctx, target.ID)
+	if errors.Is(err, etcd.ErrLearnerNotReady) {
+		status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonCatchingUp,
+			"The learner is replicating the log; etcd promotes it only once it is close to the leader's, and the leader retries with back-off. "+eviction)
+		return ctrl.Result{RequeueAfter: min(r.nextPromoteWait(m.UID), time.Until(deadline))}, nil
+	}
+	if err != nil {
+		status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonEtcdError,
+			fmt.Sprintf("etcd did not promote the learner: %v. Retrying with back-off; check the health of the etcd cluster. %s", err, eviction))
+		return ctrl.Result{}, err
+	}
+	logf.FromContext(ctx).Info("Promoted learner to voter", "memberID", m.Status.MemberID)
+	delete(r.promoteBackoff, m.UID)
+	metrics.LearnerPromotions.Inc()
+	m.Status.IsLearner = false
+	status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionTrue, v1alpha1.ReasonPromoted,
+		fmt.Sprintf("Learner %s caught up and was promoted to voter.", m.Status.MemberID))
+	return ctrl.Result{}, nil
+}
+
+// nextPromoteWait doubles the wait after each refusal, within bounds.
+func (r *LeaveReconciler) nextPromoteWait(uid types.UID) time.Duration {
+	if r.promoteBackoff == nil {
+		r.promoteBackoff = map[types.UID]time.Duration{}
+	}
+	wait := max(r.promoteBackoff[uid], promoteBackoffMin)
+	r.promoteBackoff[uid] = min(2*wait, promoteBackoffMax)
+	return wait
+}
+
+// evict removes a learner that stalled. A learner has no vote, so its removal needs no guard.
+func (r *LeaveReconciler) evict(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member) (ctrl.Result, error) {
+	status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonEvicting,
+		fmt.Sprintf("Removing learner %s: it has not caught up within --learner-stall-timeout %s.", m.Status.MemberID, r.LearnerStallTimeout))
+	if err := r.writeIntent(ctx, m); err != nil {
+		return ctrl.Result{}, err
+	}
+	logf.FromContext(ctx).Info("Evicting stalled learner", "memberID", m.Status.MemberID, "peerURLs", target.PeerURLs)
+	if err := r.removeMember(ctx, target); err != nil {
+		return ctrl.Result{}, fmt.Errorf("evicting stalled learner %s: %w", m.Status.MemberID, err)
+	}
+	delete(r.promoteBackoff, m.UID)
+	metrics.LearnerEvictions.Inc()
+	evicted(m)
+	forgetHealth(m)
+	return ctrl.Result{}, nil
+}
+
+// evicted records that the learner was removed for stalling.
+func evicted(m *v1alpha1.EtcdMember) {
+	status.Set(m, v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonEvicted,
+		fmt.Sprintf("Learner %s was removed from etcd because it had not caught up in time; the next join can proceed. Find out why it stalled (did etcd start on the node? can it reach the peers?) before joining it again.", m.Status.MemberID))
+	status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonStalled,
+		fmt.Sprintf("Learner %s did not catch up in time and was evicted.", m.Status.MemberID))
+}
+
+// votedElsewhere closes the Promoted condition of a learner that became a voter by other means
+// (etcdctl, or a leader that promoted it and stopped before writing status).
+func votedElsewhere(m *v1alpha1.EtcdMember) {
+	if c := status.Get(m, v1alpha1.ConditionPromoted); c != nil && c.Status == metav1.ConditionFalse {
+		status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionTrue, v1alpha1.ReasonVoter,
+			fmt.Sprintf("Member %s is a voter.", m.Status.MemberID))
+	}
+}

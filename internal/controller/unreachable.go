@@ -1,0 +1,75 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/etcdmember/internal/metrics"
+	"github.com/etcdmember/etcdmember/internal/quorum"
+	"github.com/etcdmember/etcdmember/internal/status"
+)
+
+// removeIfUnreachable is the opt-in dead-member policy: a voter unreachable for longer than
+// RemoveUnreachableAfter is asked to leave, as an operator would ask, so the request then goes
+// through the full quorum guard and is recorded like any other. It never asks when the cluster
+// would be left with fewer than MinVoters voters, nor when the pre-flight check already says the
+// removal would be refused.
+func (r *LeaveReconciler) removeIfUnreachable(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, probes Probes, probed bool) (ctrl.Result, error) {
+	if r.RemoveUnreachableAfter <= 0 || !probed {
+		return ctrl.Result{}, nil
+	}
+	c := status.Get(m, v1alpha1.ConditionHealthy)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonUnreachable {
+		return ctrl.Result{}, nil
+	}
+	// lastTransitionTime is when the member stopped being healthy, kept across leaders.
+	if wait := time.Until(c.LastTransitionTime.Add(r.RemoveUnreachableAfter)); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	log := logf.FromContext(ctx).WithValues("memberID", m.Status.MemberID)
+	voters := quorumVoters(members, probes)
+	if len(voters)-1 < r.MinVoters {
+		log.V(1).Info("Not asking an unreachable member to leave: too few voters would remain", "voters", len(voters), "minVoters", r.MinVoters)
+		return ctrl.Result{}, nil
+	}
+	if verdict := quorum.CheckRemoval(voters, target.ID, m.Name); !verdict.Allowed {
+		log.V(1).Info("Not asking an unreachable member to leave: the quorum guard would refuse", "verdict", verdict.Message)
+		return ctrl.Result{}, nil
+	}
+	since := c.LastTransitionTime.UTC().Format(time.RFC3339)
+	why := fmt.Sprintf("unreachable since %s, longer than --remove-unreachable-after %s", since, r.RemoveUnreachableAfter)
+	if err := r.requestLeave(ctx, m, why); err != nil {
+		return ctrl.Result{}, err
+	}
+	log.Info("Asked an unreachable member to leave", "since", since)
+	metrics.UnreachableLeaves.Inc()
+	r.Events.Warning(ctx, m, v1alpha1.ReasonUnreachableMember, "Leave",
+		fmt.Sprintf("Member %s has been %s; asking it to leave. The quorum guard still applies; set spec.leave to false to cancel.", m.Status.MemberID, why))
+	return ctrl.Result{}, nil
+}
+
+// requestLeave sets spec.leave and the reason annotation with a patch on a copy, so the status
+// computed on m so far is kept for the reconcile's one status write; the watch on the changed
+// object starts the leave.
+func (r *LeaveReconciler) requestLeave(ctx context.Context, m *v1alpha1.EtcdMember, why string) error {
+	patched := m.DeepCopy()
+	patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	patched.Spec.Leave = true
+	if patched.Annotations == nil {
+		patched.Annotations = map[string]string{}
+	}
+	patched.Annotations[v1alpha1.AnnotationLeaveReason] = why
+	if err := r.Client.Patch(ctx, patched, patch); err != nil {
+		return fmt.Errorf("asking %s to leave: %w", m.Name, err)
+	}
+	m.ObjectMeta, m.Spec = patched.ObjectMeta, patched.Spec
+	return nil
+}
