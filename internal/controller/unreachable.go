@@ -7,7 +7,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/etcdmember/etcdmember/api/v1alpha1"
@@ -56,20 +55,21 @@ func (r *LeaveReconciler) removeIfUnreachable(ctx context.Context, m *v1alpha1.E
 	return ctrl.Result{}, nil
 }
 
-// requestLeave sets spec.leave and the reason annotation with a patch on a copy, so the status
-// computed on m so far is kept for the reconcile's one status write; the watch on the changed
-// object starts the leave.
+// requestLeave sets spec.leave and the reason annotation by updating a copy, so the status
+// computed on m so far is kept for the reconcile's one status write (an update returns the
+// stored status); the watch on the changed object starts the leave. An update, not a patch: the
+// agents' RBAC grants no patch, and the resourceVersion makes it fail rather than act on an
+// object someone changed meanwhile.
 func (r *LeaveReconciler) requestLeave(ctx context.Context, m *v1alpha1.EtcdMember, why string) error {
-	patched := m.DeepCopy()
-	patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	patched.Spec.Leave = true
-	if patched.Annotations == nil {
-		patched.Annotations = map[string]string{}
+	updated := m.DeepCopy()
+	updated.Spec.Leave = true
+	if updated.Annotations == nil {
+		updated.Annotations = map[string]string{}
 	}
-	patched.Annotations[v1alpha1.AnnotationLeaveReason] = why
-	if err := r.Client.Patch(ctx, patched, patch); err != nil {
+	updated.Annotations[v1alpha1.AnnotationLeaveReason] = why
+	if err := r.Client.Update(ctx, updated); err != nil {
 		return fmt.Errorf("asking %s to leave: %w", m.Name, err)
 	}
-	m.ObjectMeta, m.Spec = patched.ObjectMeta, patched.Spec
+	m.ObjectMeta, m.Spec = updated.ObjectMeta, updated.Spec
 	return nil
 }

@@ -262,3 +262,105 @@ func TestNoSpaceAlarmShows(t *testing.T) {
 		t.Errorf("status.health after disarm = %+v, want no alarms", m.Status.Health)
 	}
 }
+
+// removeAfter is the --remove-unreachable-after of the dead-member policy tests.
+const removeAfter = 5 * time.Second
+
+// TestUnreachableVoterRemoved: with --remove-unreachable-after, a killed voter is asked to leave
+// (spec.leave, an annotation and an Event saying why) and removed through the quorum guard; the
+// next killed voter is not, because fewer than --min-voters would remain.
+func TestUnreachableVoterRemoved(t *testing.T) {
+	e := newEnv(t, envConfig{size: 4, agentArgs: []string{
+		fmt.Sprintf("--remove-unreachable-after=%s", removeAfter), "--min-voters=3",
+	}})
+	victims := e.notLeading(2)
+
+	dead := victims[0]
+	id := dead.ID()
+	e.agents[dead.Name].Kill(t)
+	dead.Kill(t)
+	m := e.waitFor(dead.Name, "removed by the policy", func(m *v1alpha1.EtcdMember) bool {
+		return hasCondition(m, v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved)
+	})
+	if !m.Spec.Leave || !strings.Contains(m.Annotations[v1alpha1.AnnotationLeaveReason], "--remove-unreachable-after") {
+		t.Errorf("removed member: leave=%v annotations=%v, want spec.leave and the reason annotation", m.Spec.Leave, m.Annotations)
+	}
+	if e.etcdMemberIDs()[id] {
+		t.Fatalf("object says removed, etcd still lists %x", id)
+	}
+	e.waitEvent(dead.Name, "Warning", v1alpha1.ReasonUnreachableMember)
+
+	// Three voters are left, the --min-voters floor: the next dead one stays, visibly unhealthy.
+	next := victims[1]
+	e.agents[next.Name].Kill(t)
+	next.Kill(t)
+	e.waitFor(next.Name, "unreachable", func(m *v1alpha1.EtcdMember) bool {
+		return hasCondition(m, v1alpha1.ConditionHealthy, metav1.ConditionFalse, v1alpha1.ReasonUnreachable)
+	})
+	e.holds(next.Name, "not asked to leave below --min-voters", 3*removeAfter, func(m *v1alpha1.EtcdMember) bool {
+		return !m.Spec.Leave && hasCondition(m, v1alpha1.ConditionJoined, metav1.ConditionTrue, v1alpha1.ReasonInMemberList)
+	})
+	if !e.etcdMemberIDs()[next.ID()] {
+		t.Fatalf("member %s was removed below --min-voters", next.Name)
+	}
+}
+
+// TestUnreachableNotRemovedWithoutQuorum: with two of three voters dead the policy removes
+// nothing (the floor is set to 1 so only the guard stands in the way); once one comes back and
+// the cluster has quorum again, the one still dead is removed through the guard. The apiserver
+// stores in an etcd of its own so it outlives the lost quorum.
+func TestUnreachableNotRemovedWithoutQuorum(t *testing.T) {
+	e := newEnv(t, envConfig{size: 3, separateStorage: true, agentArgs: []string{
+		fmt.Sprintf("--remove-unreachable-after=%s", removeAfter), "--min-voters=1",
+	}})
+	victims := e.notLeading(2)
+	for _, v := range victims {
+		v.Kill(t)
+	}
+	survivor := e.cluster.Member(e.leaderAgent())
+	for end := time.Now().Add(3 * removeAfter); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		for _, v := range victims {
+			if m := e.get(v.Name); m.Spec.Leave {
+				t.Fatalf("%s asked to leave while the cluster has no quorum: %s", v.Name, describe(m))
+			}
+		}
+	}
+	if n := len(serializableMembers(t, survivor)); n != 3 {
+		t.Fatalf("%s lists %d members while quorum was lost, want all 3", survivor.Name, n)
+	}
+
+	back, still := victims[0], victims[1]
+	back.Start(t)
+	e.waitFor(still.Name, "removed once quorum is back", func(m *v1alpha1.EtcdMember) bool {
+		return hasCondition(m, v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved)
+	})
+	if m := e.get(back.Name); m.Spec.Leave {
+		t.Errorf("%s, back in time, was asked to leave: %s", back.Name, describe(m))
+	}
+}
+
+// notLeading returns n members whose agents do not hold the leader Lease: the leading agent reads
+// the member list through its own member.
+func (e *env) notLeading(n int) []*framework.Member {
+	e.t.Helper()
+	leader := e.leaderAgent()
+	var out []*framework.Member
+	for _, m := range e.cluster.Members() {
+		if m.Name != leader && len(out) < n {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// serializableMembers reads the member list from m alone, which works without quorum.
+func serializableMembers(t *testing.T, m *framework.Member) []*etcdserverpb.Member {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	resp, err := m.Client(t).MemberList(ctx, clientv3.WithSerializable())
+	if err != nil {
+		t.Fatalf("serializable member list from %s: %v", m.Name, err)
+	}
+	return resp.Members
+}
