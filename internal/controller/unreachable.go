@@ -45,6 +45,11 @@ func (r *LeaveReconciler) removeIfUnreachable(ctx context.Context, m *v1alpha1.E
 	}
 	since := c.LastTransitionTime.UTC().Format(time.RFC3339)
 	why := fmt.Sprintf("unreachable since %s, longer than --remove-unreachable-after %s", since, r.RemoveUnreachableAfter)
+	if m.Annotations[v1alpha1.AnnotationLeaveReason] == why {
+		// Already asked for this outage, and spec.leave is false again: an operator cancelled.
+		// The next outage starts a new lastTransitionTime and is judged afresh.
+		return ctrl.Result{}, nil
+	}
 	if err := r.requestLeave(ctx, m, why); err != nil {
 		return ctrl.Result{}, err
 	}

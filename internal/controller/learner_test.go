@@ -1,0 +1,137 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/etcdmember/internal/status"
+)
+
+func TestPromoteBackoffDoublesWithinBounds(t *testing.T) {
+	r := &LeaveReconciler{}
+	var got []time.Duration
+	for range 8 {
+		got = append(got, r.nextPromoteWait("uid"))
+	}
+	want := []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 15 * time.Second, 15 * time.Second, 15 * time.Second}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("waits %v, want %v", got, want)
+		}
+	}
+	if r.nextPromoteWait("other") != promoteBackoffMin {
+		t.Fatal("back-off is shared between learners")
+	}
+}
+
+// TestMarkGoneAfterEviction: a leader that stopped between writing Evicting and the outcome
+// leaves the next one enough to report the eviction, not an unexplained disappearance.
+func TestMarkGoneAfterEviction(t *testing.T) {
+	m := member(false,
+		cond(v1alpha1.ConditionJoined, metav1.ConditionTrue, v1alpha1.ReasonInMemberList),
+		cond(v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonEvicting))
+	markGone(m)
+	if !status.HasReason(m, v1alpha1.ConditionJoined, v1alpha1.ReasonEvicted) ||
+		!status.HasReason(m, v1alpha1.ConditionPromoted, v1alpha1.ReasonStalled) {
+		t.Fatalf("after an interrupted eviction: %+v", m.Status.Conditions)
+	}
+}
+
+func TestVotedElsewhereClosesPromoted(t *testing.T) {
+	m := member(false, cond(v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonCatchingUp))
+	votedElsewhere(m)
+	if !status.HasReason(m, v1alpha1.ConditionPromoted, v1alpha1.ReasonVoter) || !status.IsTrue(m, v1alpha1.ConditionPromoted) {
+		t.Fatalf("Promoted = %+v, want True/Voter", status.Get(m, v1alpha1.ConditionPromoted))
+	}
+	plain := member(false)
+	votedElsewhere(plain)
+	if status.Get(plain, v1alpha1.ConditionPromoted) != nil {
+		t.Fatal("a member that never was a learner got a Promoted condition")
+	}
+}
+
+// TestLearnerNotStartedWaitsForItsDeadline: a learner without client URLs is neither promoted nor
+// evicted before its deadline, and the reconcile comes back at the deadline. No etcd call is made
+// on this path, so the reconciler has none.
+func TestLearnerNotStartedWaitsForItsDeadline(t *testing.T) {
+	r := &LeaveReconciler{LearnerStallTimeout: time.Minute, RecheckInterval: time.Second}
+	m := member(false)
+	target := etcd.Member{ID: 2, IsLearner: true}
+	res, err := r.learner(context.Background(), m, target, []etcd.Member{{ID: 1}, target}, Probes{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !status.HasReason(m, v1alpha1.ConditionPromoted, v1alpha1.ReasonNotStarted) {
+		t.Fatalf("Promoted = %+v, want NotStarted", status.Get(m, v1alpha1.ConditionPromoted))
+	}
+	if res.RequeueAfter <= 50*time.Second || res.RequeueAfter > time.Minute {
+		t.Fatalf("requeue after %s, want about the stall timeout", res.RequeueAfter)
+	}
+
+	// A Stalled condition from an earlier member restarts the clock instead of evicting at once.
+	old := member(false, cond(v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonStalled))
+	status.Get(old, v1alpha1.ConditionPromoted).LastTransitionTime = metav1.NewTime(time.Now().Add(-time.Hour))
+	if _, err := r.learner(context.Background(), old, target, []etcd.Member{{ID: 1}, target}, Probes{}, true); err != nil {
+		t.Fatal(err)
+	}
+	if c := status.Get(old, v1alpha1.ConditionPromoted); c.Reason != v1alpha1.ReasonNotStarted || time.Since(c.LastTransitionTime.Time) > time.Minute {
+		t.Fatalf("Promoted after an earlier member's stall = %+v, want NotStarted with a fresh clock", c)
+	}
+}
+
+// TestUnreachablePolicyHoldsBack: the dead-member policy does not act before the member has been
+// unreachable long enough, below the voter floor, or when the guard would refuse. None of these
+// paths writes, so the reconciler has no client.
+func TestUnreachablePolicyHoldsBack(t *testing.T) {
+	members := []etcd.Member{{ID: 1}, {ID: 2}, {ID: 3}, {ID: 4}}
+	probes := probesOf(map[uint64]bool{1: true, 2: true, 3: true})
+	unreachableSince := func(ago time.Duration) *v1alpha1.EtcdMember {
+		m := member(false, cond(v1alpha1.ConditionHealthy, metav1.ConditionFalse, v1alpha1.ReasonUnreachable))
+		status.Get(m, v1alpha1.ConditionHealthy).LastTransitionTime = metav1.NewTime(time.Now().Add(-ago))
+		return m
+	}
+	r := &LeaveReconciler{RemoveUnreachableAfter: time.Minute, MinVoters: 3}
+
+	res, err := r.removeIfUnreachable(context.Background(), unreachableSince(10*time.Second), members[3], members, probes, true)
+	if err != nil || res.RequeueAfter < 49*time.Second || res.RequeueAfter > 50*time.Second {
+		t.Fatalf("not yet due: %+v %v, want a requeue at the due time", res, err)
+	}
+	floor := &LeaveReconciler{RemoveUnreachableAfter: time.Minute, MinVoters: 4}
+	m := unreachableSince(time.Hour)
+	if _, err := floor.removeIfUnreachable(context.Background(), m, members[3], members, probes, true); err != nil || m.Spec.Leave {
+		t.Fatalf("below --min-voters: leave=%v err=%v", m.Spec.Leave, err)
+	}
+	// Only member 1 answers: the three that would remain have one healthy voter, short of 2.
+	oneUp := probesOf(map[uint64]bool{1: true})
+	m = unreachableSince(time.Hour)
+	if _, err := r.removeIfUnreachable(context.Background(), m, members[3], members, oneUp, true); err != nil || m.Spec.Leave {
+		t.Fatalf("the quorum guard would refuse: leave=%v err=%v", m.Spec.Leave, err)
+	}
+	off := &LeaveReconciler{MinVoters: 3}
+	m = unreachableSince(time.Hour)
+	if _, err := off.removeIfUnreachable(context.Background(), m, members[3], members, probes, true); err != nil || m.Spec.Leave {
+		t.Fatalf("policy off: leave=%v err=%v", m.Spec.Leave, err)
+	}
+}
+
+// TestUnreachablePolicyRespectsCancel: an operator who sets spec.leave back to false after the
+// policy asked is not overruled for the same outage.
+func TestUnreachablePolicyRespectsCancel(t *testing.T) {
+	members := []etcd.Member{{ID: 1}, {ID: 2}, {ID: 3}, {ID: 4}}
+	probes := probesOf(map[uint64]bool{1: true, 2: true, 3: true})
+	m := member(false, cond(v1alpha1.ConditionHealthy, metav1.ConditionFalse, v1alpha1.ReasonUnreachable))
+	since := time.Now().Add(-time.Hour).Truncate(time.Second)
+	status.Get(m, v1alpha1.ConditionHealthy).LastTransitionTime = metav1.NewTime(since)
+	r := &LeaveReconciler{RemoveUnreachableAfter: time.Minute, MinVoters: 3}
+	m.Annotations = map[string]string{v1alpha1.AnnotationLeaveReason: fmt.Sprintf(
+		"unreachable since %s, longer than --remove-unreachable-after %s", since.UTC().Format(time.RFC3339), time.Minute)}
+	if _, err := r.removeIfUnreachable(context.Background(), m, members[3], members, probes, true); err != nil || m.Spec.Leave {
+		t.Fatalf("cancelled request asked again: leave=%v err=%v", m.Spec.Leave, err)
+	}
+}
