@@ -1,7 +1,8 @@
 // Command demo runs etcdmember's local lab: three etcd members on their own loopback addresses,
 // a kube-apiserver on top, the CRD and three agents. It asks one member to leave, shows it gone
-// from etcd with its object kept as history, brings the node back wiped and re-added, shows it
-// re-joined under the same name with a new member ID, and cleans everything up.
+// from etcd with its object kept as history, joins a new member as a learner with `etcdmember
+// join` and shows the leader promote it, brings the node that left back wiped and re-added, shows
+// it re-joined under the same name with a new member ID, and cleans everything up.
 //
 // Run it with `make demo`, which builds the binaries first.
 package main
@@ -12,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -63,6 +65,18 @@ func demo(l *lab) {
 	show(l, api, "get", "events.events.k8s.io", "-n", "kube-system", "--field-selector", "regarding.name=node-2",
 		"-o", "custom-columns=TYPE:.type,REASON:.reason,NOTE:.note")
 
+	step("Joining node-4: `etcdmember join` adds a learner and writes the settings its etcd needs")
+	node4 := cluster.NewPendingMember(l, "node-4")
+	settings := join(l, cluster, "node-4", node4.PeerURL())
+	node4.StartWithSettings(l, framework.ReadEnvFile(l, settings))
+	agents["node-4"] = framework.StartAgent(l, node4, api)
+	fmt.Println("    node-4's etcd started with those settings, and its agent registered it")
+	name := objectFor(l, api, node4.IDHex())
+	show(l, api, "wait", "etcdmember/"+name, "--for=condition=Promoted", "--timeout=60s")
+	show(l, api, "get", "etcdmember", name, "-o",
+		`jsonpath={range .status.conditions[*]}{.type}={.status} ({.reason}) {.message}{"\n"}{end}`)
+	show(l, api, "get", "etcdmembers")
+
 	step("Bringing node-2 back: data wiped, re-added to etcd, restarted")
 	cluster.Rejoin(l, leaving, false)
 	fmt.Printf("    node-2 is now member %s (was %s)\n", leaving.IDHex(), oldID)
@@ -76,6 +90,41 @@ func demo(l *lab) {
 }
 
 func step(title string) { fmt.Printf("\n==> %s\n", title) }
+
+// join runs `etcdmember join` the way an operator on the new node would, prints the settings file
+// it wrote, and returns its path.
+func join(l *lab, c *framework.Cluster, name, peerURL string) string {
+	file := filepath.Join(l.TempDir(), "join.env")
+	endpoints := strings.Join(c.Endpoints(), ",")
+	fmt.Printf("\n$ etcdmember join --etcd-endpoints %s --name %s --peer-urls %s --output join.env\n", endpoints, name, peerURL)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, framework.Binary(l, "etcdmember"), "join", "--etcd-endpoints", endpoints,
+		"--name", name, "--peer-urls", peerURL, "--output", file).CombinedOutput()
+	if err != nil {
+		l.Fatalf("etcdmember join: %v\n%s", err, out)
+	}
+	fmt.Print(indent(string(out)))
+	data, err := os.ReadFile(file)
+	if err != nil {
+		l.Fatalf("reading %s: %v", file, err)
+	}
+	fmt.Printf("\n$ cat join.env\n%s", indent(string(data)))
+	return file
+}
+
+// objectFor returns the name of the object recording member id. A learner the leader saw before
+// its agent registered it is discovered under another name, and keeps it.
+func objectFor(l *lab, api *framework.APIServer, id string) string {
+	query := fmt.Sprintf(`jsonpath={range .items[?(@.status.memberID=="%s")]}{.metadata.name}{end}`, id)
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if name := api.MustKubectl(l, "get", "etcdmembers", "-o", query); name != "" {
+			return name
+		}
+	}
+	l.Fatalf("no EtcdMember records member %s", id)
+	return ""
+}
 
 // show prints a kubectl command the way an operator would type it, then its output.
 func show(l *lab, api *framework.APIServer, args ...string) {
