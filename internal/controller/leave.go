@@ -229,15 +229,34 @@ func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, tar
 	if target.ID == r.LocalMemberID() {
 		return r.handOver(ctx, m, target), nil
 	}
-	if !r.guard(ctx, m, target, members) {
+	// The intent write is the slowest step before the removal. When the latest periodic probe
+	// already says the removal keeps quorum, it is written while the guard probes afresh; a
+	// refusal then overwrites it in this reconcile's status write, and a leader that stops in
+	// between leaves an intent for a member still in etcd, which the next one simply re-judges.
+	// A request the pre-flight refuses is judged first, so its re-checks cost no intent writes.
+	var intent <-chan intentResult
+	if status.IsTrue(m, v1alpha1.ConditionRemovable) {
+		intent = r.writeIntentAsync(ctx, m)
+	}
+	allowed := r.guard(ctx, m, target, members)
+	if intent != nil {
+		written := <-intent
+		if written.err != nil {
+			return ctrl.Result{}, written.err
+		}
+		// m's own status write follows the intent's.
+		m.ResourceVersion = written.resourceVersion
+	}
+	if !allowed {
 		return ctrl.Result{RequeueAfter: r.RecheckInterval}, nil
 	}
-
-	status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonRemoving,
-		fmt.Sprintf("Removing member %s from etcd.", m.Status.MemberID))
-	if err := r.writeIntent(ctx, m); err != nil {
-		return ctrl.Result{}, err
+	if intent == nil {
+		setRemoving(m)
+		if err := r.writeIntent(ctx, m); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
+	setRemoving(m)
 	log.Info("Removing member from etcd", "peerURLs", target.PeerURLs)
 	if err := r.removeMember(ctx, target); err != nil {
 		status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonEtcdError,
@@ -250,6 +269,11 @@ func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, tar
 	return ctrl.Result{}, nil
 }
 
+func setRemoving(m *v1alpha1.EtcdMember) {
+	status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonRemoving,
+		fmt.Sprintf("Removing member %s from etcd.", m.Status.MemberID))
+}
+
 // writeIntent writes the intent the caller set in m's status before a removal, so a leader that
 // stops between the two steps leaves the next one enough to tell "we removed it" from "it
 // vanished".
@@ -258,6 +282,24 @@ func (r *LeaveReconciler) writeIntent(ctx context.Context, m *v1alpha1.EtcdMembe
 		return fmt.Errorf("recording intent to remove %s: %w", m.Name, err)
 	}
 	return nil
+}
+
+// intentResult is the outcome of an intent write: the object's new resourceVersion, or why not.
+type intentResult struct {
+	resourceVersion string
+	err             error
+}
+
+// writeIntentAsync writes the Removing intent from a copy of m while the caller goes on.
+func (r *LeaveReconciler) writeIntentAsync(ctx context.Context, m *v1alpha1.EtcdMember) <-chan intentResult {
+	intent := m.DeepCopy()
+	setRemoving(intent)
+	done := make(chan intentResult, 1)
+	go func() {
+		err := r.writeIntent(ctx, intent)
+		done <- intentResult{resourceVersion: intent.ResourceVersion, err: err}
+	}()
+	return done
 }
 
 // removeMember removes the member from etcd; one already gone counts as removed.

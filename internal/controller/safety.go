@@ -87,6 +87,8 @@ func quorumVoters(members []etcd.Member, probes Probes) []quorum.Voter {
 type voter struct {
 	etcd.Member
 	Healthy bool
+	// Leader is the leader the member follows, as it answered the probe; 0 when it did not.
+	Leader uint64
 }
 
 // probeVoters probes every voting member except skip, each over its pooled connection and in
@@ -108,7 +110,7 @@ func probeVoters(ctx context.Context, pool *etcd.Pool, members []etcd.Member, sk
 		}
 		wg.Go(func() {
 			h := pool.Probe(ctx, voters[i].Member, timeout)
-			voters[i].Healthy = h.Serving
+			voters[i].Healthy, voters[i].Leader = h.Serving, h.Status.Leader
 			if h.Err != nil {
 				logf.FromContext(ctx).V(1).Info("Voter unhealthy", "member", voters[i].Name, "error", h.Err.Error())
 			}
@@ -131,8 +133,16 @@ func checkRemoval(voters []voter, target etcd.Member, name string) quorum.Verdic
 // the removal, which costs a short write pause but no safety.
 func (r *LeaveReconciler) moveLeaderAway(ctx context.Context, target etcd.Member, voters []voter) {
 	log := logf.FromContext(ctx)
-	st, err := r.Pool.Status(ctx, target)
-	if err != nil || st.Leader != target.ID {
+	// The voters just probed say whom they follow; asking the target itself would cost a round
+	// trip before every removal.
+	leads := false
+	for _, v := range voters {
+		if v.Healthy && v.ID != target.ID {
+			leads = v.Leader == target.ID
+			break
+		}
+	}
+	if !leads {
 		return
 	}
 	for _, v := range voters {
