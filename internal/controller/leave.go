@@ -33,7 +33,9 @@ import (
 const (
 	DefaultProbeTimeout    = time.Second
 	DefaultRecheckInterval = 5 * time.Second
-	DefaultHandOverRetry   = 30 * time.Second
+	// DefaultHandOverRetry caps the back-off between the hand-overs of a leader whose own member
+	// must leave while no other agent takes leadership.
+	DefaultHandOverRetry = 30 * time.Second
 
 	// reconcileTimeout bounds one reconcile: a fresh member list, a probe of every voter, a
 	// leadership move and a removal, each with its own etcd timeout, plus three API writes.
@@ -238,7 +240,9 @@ func (r *LeaveReconciler) handOver(ctx context.Context, m *v1alpha1.EtcdMember, 
 		return ctrl.Result{}
 	}
 	status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonNoOtherAgent,
-		fmt.Sprintf("No other etcdmember agent took over leadership, and the agent on this member's node cannot remove its own member. Start the agent on another etcd node (hand-over is retried every %s), or remove the member with etcdctl.", r.HandOverRetry))
+		// No interval in the message: it grows with every attempt, and each new message would be a
+		// status write and a Warning Event.
+		"No other etcdmember agent took over leadership, and the agent on this member's node cannot remove its own member. Start the agent on another etcd node (the hand-over is retried with back-off), or remove the member with etcdctl.")
 	return ctrl.Result{RequeueAfter: r.HandOverRetry}
 }
 
