@@ -106,13 +106,16 @@ verify-fmt:
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
+# The bench package builds only with its tag; without these runs nothing would vet or lint it.
 .PHONY: vet
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags bench ./test/bench/...
 
 .PHONY: lint
 lint: $(BIN)/golangci-lint
 	$(BIN)/golangci-lint run ./...
+	$(BIN)/golangci-lint run --build-tags bench ./test/bench/...
 
 # Integration tests must fail, not skip, when something they need is missing.
 .PHONY: verify-no-skips

@@ -75,8 +75,8 @@ func DefaultOptions() Options {
 	return Options{
 		LeaderElect:             true,
 		LeaderElectionNamespace: "kube-system",
-		LeaseDuration:           8 * time.Second,
-		RenewDeadline:           6 * time.Second,
+		LeaseDuration:           5 * time.Second,
+		RenewDeadline:           3 * time.Second,
 		RetryPeriod:             time.Second,
 		EventsNamespace:         "kube-system",
 		MetricsBindAddress:      ":9469",

@@ -8,25 +8,48 @@ import (
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
 	"github.com/etcdmember/etcdmember/internal/controller"
 	"github.com/etcdmember/etcdmember/internal/etcd"
 	"github.com/etcdmember/etcdmember/internal/events"
+	"github.com/etcdmember/etcdmember/internal/status"
 )
 
 // LeaseName is the Lease the agents elect their leader with.
 const LeaseName = "etcdmember-leader"
 
+// handOverFirstRetry is how long the first term after a failed hand-over keeps leadership before
+// it tries again; each further failure for the same member doubles it, up to --hand-over-retry.
+// A failed hand-over already proved that no other agent took the Lease for a whole lease
+// duration, so another agent appearing soon is unlikely; but it does happen (an agent restarting,
+// or a frozen one resuming), and a fixed long retry made such a leave wait 30 s for nothing.
+const handOverFirstRetry = 3 * time.Second
+
 // leadership runs the leave controller in leadership terms. Each term is a fresh manager that
-// campaigns for the Lease; a term ends when ctx ends, when leadership is lost, or when the
-// leader steps down so that another agent can remove this node's own member.
+// campaigns for the Lease; a term ends when ctx ends, when leadership is lost, when the leader
+// steps down so that another agent can remove this node's own member, or when this node's own
+// member is asked to leave while the term is still campaigning.
+//
+// The leader never removes its own member, so an agent whose own member has a pending leave stays
+// out of the election (holdOff) until the Lease has been free for a whole lease duration with
+// nobody taking it: winning would only cost a hand-over and one more election before the member
+// goes. Campaigning then anyway keeps a lone agent leading for every other object, while it
+// retries the hand-over with back-off.
 type leadership struct {
 	opts      Options
 	rest      *rest.Config
@@ -38,11 +61,19 @@ type leadership struct {
 	// changeLock is shared by every term's reconciler: see controller.LeaveReconciler.ChangeLock.
 	changeLock sync.Mutex
 
-	mu          sync.Mutex
-	termStart   time.Time
-	stepDownFor uint64
-	stepDownAt  time.Time
-	stepDown    context.CancelFunc
+	// own follows whether the local member has a pending leave; nil without leader election.
+	own *ownLeave
+
+	mu        sync.Mutex
+	termStart time.Time
+	stepDown  context.CancelFunc
+	// steppedDown: the last term ended in a hand-over. The next holdOff stays out even before
+	// its cache shows the leave that the term's controller acted on.
+	steppedDown bool
+	// noTaker counts the holdOffs in a row that ended with nobody taking the Lease while
+	// noTakerFor, the local member, had a pending leave; it sets the hand-over back-off.
+	noTakerFor   uint64
+	noTakerCount int
 }
 
 // NeedLeaderElection: the terms campaign themselves.
@@ -51,39 +82,46 @@ func (l *leadership) NeedLeaderElection() bool { return false }
 // Start runs terms until ctx ends.
 func (l *leadership) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("leadership")
+	ctx = logf.IntoContext(ctx, log)
+	if l.opts.LeaderElect {
+		own, err := startOwnLeave(ctx, l.rest, l.registrar.Client.Scheme(), l.registrar.LocalMemberID)
+		if err != nil {
+			return err
+		}
+		l.own = own
+	}
 	for ctx.Err() == nil {
+		// A campaign that holdOff let through although the own leave is pending is deliberate
+		// (nobody else took the Lease) and must not be withdrawn for that same leave.
+		deliberate := false
+		if l.opts.LeaderElect {
+			deliberate = l.holdOff(ctx)
+		}
 		termCtx, cancel := context.WithCancel(ctx)
 		l.mu.Lock()
 		l.stepDown = cancel
 		l.termStart = time.Time{}
 		l.mu.Unlock()
-		err := l.runTerm(logf.IntoContext(termCtx, log))
+		if l.own != nil && !deliberate {
+			go l.withdrawOnOwnLeave(termCtx)
+		}
+		err := l.runTerm(termCtx)
 		cancel()
 		if ctx.Err() != nil {
 			return nil
 		}
-		wait := l.opts.RetryPeriod
+		// A term that stepped down or withdrew returns nil and goes straight to holdOff, which
+		// decides how long to stay out.
 		if err != nil {
 			log.Error(err, "Leadership term ended")
-		} else {
-			// Stepped down: stay out of the election long enough for every other agent to see the
-			// Lease released and take it.
-			wait = l.campaignDelay()
-			log.Info("Stepped down; waiting before campaigning again", "wait", wait)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
+			select {
+			case <-ctx.Done():
+			case <-time.After(l.opts.RetryPeriod):
+			}
 		}
 	}
 	return nil
 }
-
-// campaignDelay is how long a leader that stepped down stays out of the election. client-go's
-// candidates retry every RetryPeriod stretched by a jitter of up to 1.2 times, so anything under
-// 2.2 periods can let the one stepping down win again while another agent is waiting; that
-// happened in `make bench` and cost a 30 s hand-over retry.
-func (l *leadership) campaignDelay() time.Duration { return 3 * l.opts.RetryPeriod }
 
 func (l *leadership) runTerm(ctx context.Context) error {
 	opts := ctrl.Options{
@@ -122,17 +160,18 @@ func (l *leadership) runTerm(ctx context.Context) error {
 		ProbeTimeout: l.opts.ProbeTimeout, HealthRefresh: l.opts.HealthRefresh,
 	})
 	reconciler := &controller.LeaveReconciler{
-		Client:                 mgr.GetClient(),
-		Etcd:                   l.etcd,
-		Pool:                   pool,
-		Events:                 l.events,
-		LocalMemberID:          l.registrar.LocalMemberID,
-		Probes:                 watcher.Probes,
-		HandOver:               l.handOver,
-		ChangeLock:             &l.changeLock,
-		ProbeTimeout:           l.opts.ProbeTimeout,
-		RecheckInterval:        l.opts.RecheckInterval,
-		HandOverRetry:          l.opts.HandOverRetry,
+		Client:          mgr.GetClient(),
+		Etcd:            l.etcd,
+		Pool:            pool,
+		Events:          l.events,
+		LocalMemberID:   l.registrar.LocalMemberID,
+		Probes:          watcher.Probes,
+		HandOver:        l.handOver,
+		ChangeLock:      &l.changeLock,
+		ProbeTimeout:    l.opts.ProbeTimeout,
+		RecheckInterval: l.opts.RecheckInterval,
+		// The back-off only grows between terms (in holdOff), so one value serves the whole term.
+		HandOverRetry:          l.handOverRetry(),
 		HealthRefresh:          l.opts.HealthRefresh,
 		LearnerStallTimeout:    l.opts.LearnerStallTimeout,
 		RemoveUnreachableAfter: l.opts.RemoveUnreachableAfter,
@@ -163,9 +202,9 @@ func (t termStarted) Start(ctx context.Context) error {
 }
 
 // handOver steps down so another agent can remove memberID, unless that cannot help: without
-// leader election there is nobody else, and when this term began right after stepping down for
-// the same member, no other agent is campaigning. Within a term, a failed hand-over is tried
-// again after HandOverRetry, in case an agent has been started elsewhere since.
+// leader election there is nobody else, and after a holdOff in which nobody took the Lease, no
+// other agent is campaigning. Such a term keeps leadership for the back-off (handOverRetry) and
+// then tries again, in case an agent has come back since.
 func (l *leadership) handOver(memberID uint64) bool {
 	if !l.opts.LeaderElect {
 		return false
@@ -174,11 +213,10 @@ func (l *leadership) handOver(memberID uint64) bool {
 	defer l.mu.Unlock()
 	now := time.Now()
 	l.markTermStartLocked(now)
-	regained := l.termStart.Sub(l.stepDownAt) < l.campaignDelay()+2*l.opts.RetryPeriod
-	if l.stepDownFor == memberID && regained && now.Sub(l.termStart) < l.opts.HandOverRetry {
+	if l.noTakerFor == memberID && l.noTakerCount > 0 && now.Sub(l.termStart) < l.handOverRetryLocked() {
 		return false
 	}
-	l.stepDownFor, l.stepDownAt = memberID, now
+	l.steppedDown = true
 	// The reconcile that asks holds changeLock until its status (HandingOver) is written; ending
 	// the term before that would cancel the write, so the term ends once the lock is free.
 	stepDown := l.stepDown
@@ -188,6 +226,32 @@ func (l *leadership) handOver(memberID uint64) bool {
 		stepDown()
 	}()
 	return true
+}
+
+// handOverRetry is how long the current term keeps leadership after a failed hand-over before
+// trying again: handOverFirstRetry doubled for every holdOff in a row that found no other agent,
+// capped at --hand-over-retry. With no failure yet (or without leader election, where every
+// hand-over fails) it is the cap.
+func (l *leadership) handOverRetry() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.handOverRetryLocked()
+}
+
+func (l *leadership) handOverRetryLocked() time.Duration {
+	return handOverBackoff(l.noTakerCount, l.opts.HandOverRetry)
+}
+
+// handOverBackoff is handOverFirstRetry doubled failures-1 times, capped; the cap for 0 failures.
+func handOverBackoff(failures int, limit time.Duration) time.Duration {
+	if failures <= 0 {
+		return limit
+	}
+	d := handOverFirstRetry
+	for i := 1; i < failures && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
 }
 
 // markTermStart records when leadership began, once per term. A reconcile may run before the
@@ -202,6 +266,249 @@ func (l *leadership) markTermStartLocked(t time.Time) {
 	if l.termStart.IsZero() {
 		l.termStart = t
 	}
+}
+
+// holdOff returns when this agent may campaign: at once, unless its own member has a pending
+// leave; then when that leave is no longer pending (deliberate false), or when the Lease has been
+// free (released, missing, or unrenewed for a lease duration) for a further whole lease duration
+// (deliberate true). Any other live agent takes a free Lease within 1 to 2.2 retry periods
+// (client-go's jittered retry), so a Lease free that long means nobody else is campaigning.
+//
+// Staying out costs nothing while another agent leads, and when nobody does, one lease duration;
+// in exchange a failover never lands on the one agent that cannot act on the pending leave, and
+// an agent that just stepped down cannot win its Lease straight back while others are slow.
+func (l *leadership) holdOff(ctx context.Context) (deliberate bool) {
+	log := logf.FromContext(ctx)
+	l.mu.Lock()
+	steppedDown := l.steppedDown
+	l.steppedDown = false
+	l.mu.Unlock()
+	// Right after a hand-over the leave is certainly pending: the term's controller just acted on
+	// it, whatever this agent's own cache shows yet. Later checks trust the cache once it synced.
+	if !steppedDown && !l.stayOut(ctx, steppedDown) {
+		l.resetNoTaker()
+		return false
+	}
+	log.Info("Own member has a pending leave; staying out of the election while another agent can take the Lease",
+		"memberID", etcd.IDString(l.registrar.LocalMemberID()), "leaseDuration", l.opts.LeaseDuration)
+	free := leaseVacancy{self: l.identity, leaseDuration: l.opts.LeaseDuration}
+	tick := time.NewTicker(l.opts.RetryPeriod)
+	defer tick.Stop()
+	for {
+		l.observeLease(ctx, &free)
+		if f := free.freeFor(time.Now()); f >= l.opts.LeaseDuration {
+			count := l.recordNoTaker(free.sawOther)
+			log.Info("No other agent took the free Lease; campaigning, and retrying the hand-over with back-off",
+				"freeFor", f.Round(time.Millisecond), "noTakerInARow", count, "handOverRetry", l.handOverRetry())
+			return true
+		}
+		// An object change only re-checks the leave; the Lease is read once per retry period, as
+		// often as a campaigning agent would read it.
+		for waiting := true; waiting; {
+			select {
+			case <-ctx.Done():
+				return false
+			case <-tick.C:
+				waiting = false
+			case <-l.own.changed:
+			}
+			if !l.stayOut(ctx, steppedDown) {
+				log.Info("Own member no longer has a pending leave; campaigning")
+				l.resetNoTaker()
+				return false
+			}
+		}
+	}
+}
+
+// stayOut: the local member has a pending leave, or, until the cache has synced, the last term
+// stepped down for one.
+func (l *leadership) stayOut(ctx context.Context, steppedDown bool) bool {
+	pending, known := l.own.pending(ctx)
+	return pending || (!known && steppedDown)
+}
+
+// observeLease reads the leader Lease once into free. A failed read forgets what was seen: only
+// an unbroken run of answers shows that nobody renewed the Lease meanwhile.
+func (l *leadership) observeLease(ctx context.Context, free *leaseVacancy) {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	lease := &coordinationv1.Lease{}
+	err := l.registrar.Reader.Get(ctx, types.NamespacedName{Namespace: l.opts.LeaderElectionNamespace, Name: LeaseName}, lease)
+	switch {
+	case apierrors.IsNotFound(err):
+		free.observe("", "", time.Now())
+	case err != nil:
+		logf.FromContext(ctx).Info("Reading the leader Lease failed; its vacancy is counted again from the next answer", "error", err.Error())
+		free.forget()
+	default:
+		free.observe(ptr.Deref(lease.Spec.HolderIdentity, ""), lease.ResourceVersion, time.Now())
+	}
+}
+
+func (l *leadership) recordNoTaker(sawOther bool) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	id := l.registrar.LocalMemberID()
+	// Another agent led meanwhile, so the count of failures in a row starts again.
+	if sawOther || l.noTakerFor != id {
+		l.noTakerCount = 0
+	}
+	l.noTakerFor = id
+	l.noTakerCount++
+	return l.noTakerCount
+}
+
+func (l *leadership) resetNoTaker() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.noTakerFor, l.noTakerCount = 0, 0
+}
+
+// withdrawOnOwnLeave ends a term that is still campaigning as soon as the local member is asked
+// to leave, so that the next campaign waits in holdOff. A term that already leads goes on: its
+// controller hands over, and says so on the object.
+func (l *leadership) withdrawOnOwnLeave(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.own.changed:
+		}
+		if pending, _ := l.own.pending(ctx); pending && l.withdraw(ctx) {
+			logf.FromContext(ctx).Info("Own member has a pending leave; withdrawing from the election",
+				"memberID", etcd.IDString(l.registrar.LocalMemberID()))
+			return
+		}
+	}
+}
+
+// withdraw ends the term of termCtx if it is still the current one and does not lead yet. It
+// holds changeLock like a hand-over does, so a term that won an instant ago is never cut off in
+// the middle of a change.
+func (l *leadership) withdraw(termCtx context.Context) bool {
+	l.changeLock.Lock()
+	defer l.changeLock.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// A term's context ends before the next term's stepDown is set, under mu.
+	if termCtx.Err() != nil || !l.termStart.IsZero() {
+		return false
+	}
+	l.stepDown()
+	return true
+}
+
+// leaseVacancy follows the leader Lease from outside the election the way client-go's candidates
+// do: by the local time at which each new version of the record was first seen, never by the
+// timestamps inside it, which other agents' clocks wrote.
+type leaseVacancy struct {
+	self          string
+	leaseDuration time.Duration
+
+	seen      bool
+	version   string // resourceVersion; "" while the Lease does not exist
+	holder    string
+	changedAt time.Time
+	// sawOther: another agent wrote the Lease as its holder while we watched, so it was alive.
+	sawOther bool
+}
+
+func (v *leaseVacancy) observe(holder, version string, now time.Time) {
+	if v.seen && version == v.version {
+		return
+	}
+	if v.seen && holder != "" && holder != v.self {
+		v.sawOther = true
+	}
+	v.seen, v.version, v.holder, v.changedAt = true, version, holder, now
+}
+
+// forget drops the observation, keeping sawOther.
+func (v *leaseVacancy) forget() { v.seen = false }
+
+// freeFor is how long the Lease has been free for anyone to take: released or missing since it
+// was first seen so, or held but unrenewed for longer than a lease duration.
+func (v *leaseVacancy) freeFor(now time.Time) time.Duration {
+	if !v.seen {
+		return 0
+	}
+	freeAt := v.changedAt
+	if v.holder != "" {
+		freeAt = freeAt.Add(v.leaseDuration)
+	}
+	return max(now.Sub(freeAt), 0)
+}
+
+// ownLeave tells whether the local member has a pending leave, from a cache of the EtcdMember
+// objects. Every agent keeps one (a single watch), so that it can stop campaigning the moment its
+// member is asked to leave, before any Lease changes hands.
+type ownLeave struct {
+	cache   cache.Cache
+	synced  func() bool
+	localID func() uint64
+	// changed gets a token after any change to any object.
+	changed chan struct{}
+}
+
+func startOwnLeave(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, localID func() uint64) (*ownLeave, error) {
+	// A fixed mapping spares a discovery call, so that an apiserver that is down when the agent
+	// starts delays the watch (the informer retries) instead of failing the agent.
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(v1alpha1.GroupVersion.WithKind("EtcdMember"), meta.RESTScopeRoot)
+	c, err := cache.New(cfg, cache.Options{Scheme: scheme, Mapper: mapper, DefaultTransform: cache.TransformStripManagedFields()})
+	if err != nil {
+		return nil, fmt.Errorf("creating the cache of EtcdMembers: %w", err)
+	}
+	inf, err := c.GetInformer(ctx, &v1alpha1.EtcdMember{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, fmt.Errorf("watching EtcdMembers: %w", err)
+	}
+	o := &ownLeave{cache: c, synced: inf.HasSynced, localID: localID, changed: make(chan struct{}, 1)}
+	notify := func() {
+		select {
+		case o.changed <- struct{}{}:
+		default:
+		}
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { notify() },
+		UpdateFunc: func(any, any) { notify() },
+		DeleteFunc: func(any) { notify() },
+	}); err != nil {
+		return nil, fmt.Errorf("watching EtcdMembers: %w", err)
+	}
+	go func() {
+		if err := c.Start(ctx); err != nil {
+			logf.FromContext(ctx).Error(err, "The cache of EtcdMembers stopped; campaigning as if no own leave were pending")
+		}
+	}()
+	return o, nil
+}
+
+// pending reports whether an object records the local member with spec.leave and without
+// Left=True, the same test the leader's controller applies before it hands over; known is false
+// until the cache has synced and the local member ID is known.
+func (o *ownLeave) pending(ctx context.Context) (pending, known bool) {
+	id := o.localID()
+	if id == 0 || !o.synced() {
+		return false, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	var list v1alpha1.EtcdMemberList
+	if err := o.cache.List(ctx, &list); err != nil {
+		logf.FromContext(ctx).Error(err, "Listing cached EtcdMembers failed")
+		return false, false
+	}
+	own := etcd.IDString(id)
+	for i := range list.Items {
+		m := &list.Items[i]
+		if m.Status.MemberID == own && m.Spec.Leave && !status.IsTrue(m, v1alpha1.ConditionLeft) {
+			return true, true
+		}
+	}
+	return false, true
 }
 
 func newIdentity(name string) string {

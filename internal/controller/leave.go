@@ -31,8 +31,10 @@ import (
 
 // Defaults for LeaveReconciler's intervals.
 const (
-	DefaultProbeTimeout        = time.Second
-	DefaultRecheckInterval     = 5 * time.Second
+	DefaultProbeTimeout    = time.Second
+	DefaultRecheckInterval = 5 * time.Second
+	// DefaultHandOverRetry caps the back-off between the hand-overs of a leader whose own member
+	// must leave while no other agent takes leadership.
 	DefaultHandOverRetry       = 30 * time.Second
 	DefaultLearnerStallTimeout = 10 * time.Minute
 	DefaultMinVoters           = 3
@@ -324,7 +326,9 @@ func (r *LeaveReconciler) handOver(ctx context.Context, m *v1alpha1.EtcdMember, 
 		return ctrl.Result{}
 	}
 	status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonNoOtherAgent,
-		fmt.Sprintf("No other etcdmember agent took over leadership, and the agent on this member's node cannot remove its own member. Start the agent on another etcd node (hand-over is retried every %s), or remove the member with etcdctl.", r.HandOverRetry))
+		// No interval in the message: it grows with every attempt, and each new message would be a
+		// status write and a Warning Event.
+		"No other etcdmember agent took over leadership, and the agent on this member's node cannot remove its own member. Start the agent on another etcd node (the hand-over is retried with back-off), or remove the member with etcdctl.")
 	return ctrl.Result{RequeueAfter: r.HandOverRetry}
 }
 

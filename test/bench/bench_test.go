@@ -11,11 +11,14 @@ package bench
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/etcdmember/etcdmember/internal/agent"
 )
 
 // What one run measures, sized to keep `make bench` near a quarter of an hour on 2 cores: each
@@ -24,28 +27,54 @@ import (
 const (
 	leaveCycles    = 30
 	failoverRuns   = 5
+	stallRuns      = 3
 	quietWindow    = time.Minute
 	scaleVoters    = 7
 	historyObjects = 200
 	resyncRuns     = 3
 )
 
-// The two sets of agent timings failover is measured with.
-const (
-	testTimings           = "tests' timings (lease 4s, renew 3s, retry 0.5s)"
-	productionTimingsName = "production defaults (lease 8s, renew 6s, retry 1s)"
-)
+// failoverRunsEnv overrides failoverRuns, to take more samples of one section:
+// BENCH_FAILOVER_RUNS=10 go test -tags bench -run 'TestBench/production/failover' ./test/bench/
+const failoverRunsEnv = "BENCH_FAILOVER_RUNS"
+
+// testTimings names the agent timings of the framework's TestAgentArgs.
+const testTimings = "tests' timings (lease 4s, renew 3s, retry 0.5s)"
 
 // productionTimings are the agent's defaults, passed explicitly: the framework starts agents
-// with TestAgentArgs' shorter timings, and later flags win.
-var productionTimings = []string{
-	"--sync-interval=10s",
-	"--membership-poll-interval=2s",
-	"--leader-elect-lease-duration=8s",
-	"--leader-elect-renew-deadline=6s",
-	"--leader-elect-retry-period=1s",
-	"--recheck-interval=5s",
-	"--hand-over-retry=30s",
+// with TestAgentArgs' shorter timings, and later flags win. They are read from
+// agent.DefaultOptions so that the bench follows any change of the defaults.
+var productionTimings = func() []string {
+	o := agent.DefaultOptions()
+	return []string{
+		"--sync-interval=" + o.SyncInterval.String(),
+		"--membership-poll-interval=" + o.MembershipPollInterval.String(),
+		"--leader-elect-lease-duration=" + o.LeaseDuration.String(),
+		"--leader-elect-renew-deadline=" + o.RenewDeadline.String(),
+		"--leader-elect-retry-period=" + o.RetryPeriod.String(),
+		"--recheck-interval=" + o.RecheckInterval.String(),
+		"--hand-over-retry=" + o.HandOverRetry.String(),
+	}
+}()
+
+// productionTimingsName names the production defaults in the report.
+var productionTimingsName = func() string {
+	o := agent.DefaultOptions()
+	return fmt.Sprintf("production defaults (lease %s, renew %s, retry %s)", o.LeaseDuration, o.RenewDeadline, o.RetryPeriod)
+}()
+
+// runsFromEnv returns the positive integer in the environment variable name, or def.
+func runsFromEnv(t *testing.T, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
 }
 
 // TestMain silences controller-runtime's client logging, which prints a warning with a stack
@@ -57,7 +86,8 @@ func TestMain(m *testing.M) {
 
 // TestBench runs every measurement, each on a test bed of its own, prints the results and, when
 // every section ran, writes docs/BENCHMARKS.md. `-run TestBench/<section>` runs one section
-// and leaves the file alone.
+// and leaves the file alone; the production section has parts of its own (quiet, failover,
+// stall), so `-run TestBench/production/failover` runs its failovers alone.
 func TestBench(t *testing.T) {
 	rep := newReport(t)
 	sections := []struct {

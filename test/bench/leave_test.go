@@ -31,7 +31,7 @@ func benchLeave(t *testing.T, r *results) {
 			i+1, leaveCycles, l.intent, l.gone, l.joinedFalse, f.gone, f.rpc)
 	}
 	r.leaveRemoveErrors = e.memberRemoveErrors() - errorsBefore
-	r.failover[testTimings] = e.failovers()
+	r.failover[testTimings] = e.failovers(runsFromEnv(t, failoverRunsEnv, failoverRuns))
 }
 
 // leaveSample is one leave, timed from the accepted spec.leave patch: until the leader's
@@ -99,12 +99,12 @@ type failoverSample struct {
 	handedOver bool
 }
 
-func (e *env) failovers() []failoverSample {
+func (e *env) failovers(runs int) []failoverSample {
 	e.t.Helper()
 	var out []failoverSample
-	for i := range failoverRuns {
+	for i := range runs {
 		s := e.failoverOnce()
-		e.t.Logf("failover %d/%d: gone %s after the kill (hand-over: %v)", i+1, failoverRuns, s.gone, s.handedOver)
+		e.t.Logf("failover %d/%d: gone %s after the kill (hand-over: %v)", i+1, runs, s.gone, s.handedOver)
 		out = append(out, s)
 	}
 	return out

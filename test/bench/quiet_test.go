@@ -14,11 +14,26 @@ import (
 )
 
 // benchProduction runs agents at their production defaults: a quiet minute first, while the
-// cluster is steady, then failovers.
+// cluster is steady, then failovers, then hand-overs with the other agents frozen. Each is a part
+// that -run can select alone.
 func benchProduction(t *testing.T, r *results) {
 	e := newEnv(t, 3, productionTimings...)
-	r.quiet = e.measureQuiet()
-	r.failover[productionTimingsName] = e.failovers()
+	e.part(t, "quiet", func() { r.quiet = e.measureQuiet() })
+	e.part(t, "failover", func() {
+		r.failover[productionTimingsName] = e.failovers(runsFromEnv(e.t, failoverRunsEnv, failoverRuns))
+	})
+	e.part(t, "stall", func() { r.stall = e.stalls(stallRuns) })
+}
+
+// part runs f as the subtest name of t, with e reporting to that subtest meanwhile: a parent's
+// Fatal must not be called from a subtest.
+func (e *env) part(t *testing.T, name string, f func()) {
+	t.Run(name, func(t *testing.T) {
+		parent := e.t
+		e.t = t
+		defer func() { e.t = parent }()
+		f()
+	})
 }
 
 // quietWarmup lets a fresh start's registrations, first probes and first reconciles pass: they

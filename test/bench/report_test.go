@@ -31,6 +31,7 @@ type results struct {
 	// each costs a retry, so a figure above zero explains slow samples.
 	leaveRemoveErrors float64
 	failover          map[string][]failoverSample
+	stall             []stallSample
 	quiet             *quietCost
 	scaleObjects      int
 	resync            []resyncSample
@@ -64,7 +65,7 @@ func (r *report) finish(t *testing.T) {
 }
 
 func (r *report) complete() bool {
-	return len(r.leaveGone) > 0 && len(r.failover) == 2 && r.quiet != nil && len(r.resync) > 0
+	return len(r.leaveGone) > 0 && len(r.failover) == 2 && len(r.stall) > 0 && r.quiet != nil && len(r.resync) > 0
 }
 
 // stats is a distribution by nearest rank.
@@ -145,6 +146,7 @@ func (r *report) rows() []row {
 				withGoal("max ≤ 10 s", st.max <= 10, "max "+num(st.max)+" s"))
 		}
 	}
+	rows = append(rows, r.stallRows()...)
 	rows = append(rows, r.quietRows()...)
 	return append(rows, r.resyncRows()...)
 }
@@ -172,6 +174,22 @@ func (r *report) leaveRows() []row {
 		distRow("Floor: the MemberRemove call alone (ms)", summarize(inUnit(r.floorRPC, time.Millisecond))),
 		row{what: "Leave ÷ floor, gone from etcd (p50, p99)", n: none, min: none, p50: num(p50) + "×", p90: none, p99: num(p99) + "×", max: none}.
 			withGoal("p50 ≤ 3×", p50 <= 3, "p50 "+num(p50)+"×"),
+	}
+}
+
+func (r *report) stallRows() []row {
+	if len(r.stall) == 0 {
+		return nil
+	}
+	var refused, gone []time.Duration
+	for _, s := range r.stall {
+		refused, gone = append(refused, s.refused), append(gone, s.gone)
+	}
+	st := summarize(inUnit(gone, time.Second))
+	return []row{
+		distRow("Stall, production defaults: leader's own member leaves, other agents frozen: patch → Left=False/NoOtherAgent (s)", summarize(inUnit(refused, time.Second))),
+		distRow("Stall: other agents continued → member gone from etcd (s)", st).
+			withGoal("max ≤ 10 s", st.max <= 10, "max "+num(st.max)+" s"),
 	}
 }
 
@@ -285,7 +303,7 @@ func (r *report) markdown() string {
 	b.WriteString(r.table())
 	b.WriteString("\n")
 	r.writeDetails(&b)
-	b.WriteString(methods)
+	b.WriteString(methods())
 	return b.String()
 }
 
@@ -320,6 +338,13 @@ func (r *report) writeDetails(b *strings.Builder) {
 			fmt.Fprintf(b, "Failover with the %s, each run: %s.\n\n", timings, strings.Join(parts, ", "))
 		}
 	}
+	if len(r.stall) > 0 {
+		var parts []string
+		for _, s := range r.stall {
+			parts = append(parts, fmt.Sprintf("NoOtherAgent after %s s, gone %s s after the others continued", num(s.refused.Seconds()), num(s.gone.Seconds())))
+		}
+		fmt.Fprintf(b, "Stall with the %s, each run: %s.\n\n", productionTimingsName, strings.Join(parts, "; "))
+	}
 	if len(r.resync) > 0 {
 		var parts []string
 		for _, s := range r.resync {
@@ -353,7 +378,12 @@ func (r *report) writeQuiet(b *strings.Builder) {
 }
 
 // methods says how each figure is taken; it describes this package's code.
-const methods = `## How each figure is measured
+func methods() string {
+	return strings.NewReplacer("{production}", strings.Join(productionTimings, " ")).Replace(methodsText)
+}
+
+// methodsText is methods with {production} for the production flags.
+const methodsText = `## How each figure is measured
 
 Percentiles are by nearest rank: of 30 samples, p90 is the 27th and p99 the largest. p90 and p99
 are left out below 10 samples.
@@ -373,7 +403,13 @@ are left out below 10 samples.
   is patched right after, and the clock runs from the kill to the member's absence from the member
   list (5 ms poll). The killed agent is restarted and the member re-added between runs. Once with the
   tests' agent timings, once with the production defaults passed as flags.
-- **Quiet**: agents at the production defaults (` + "`--sync-interval=10s --membership-poll-interval=2s\n  --leader-elect-lease-duration=8s --leader-elect-renew-deadline=6s --leader-elect-retry-period=1s\n  --recheck-interval=5s --hand-over-retry=30s`" + `). Counters are read before and after the window:
+- **Stall**: at the production defaults, every agent but the leading one is frozen with SIGSTOP
+  and the leading agent's own member gets ` + "`spec.leave: true`" + `. The leader hands over (steps down),
+  finds nobody taking the Lease, leads again and says ` + "`Left=False/NoOtherAgent`" + ` (the first figure,
+  from the patch). Then the others are continued (SIGCONT) and the clock runs until the member is
+  gone from the member list (5 ms poll): the leader's next hand-over, with back-off, and another
+  agent's removal. The member is re-added between runs.
+- **Quiet**: agents at the production defaults (` + "`{production}`" + `). Counters are read before and after the window:
   the apiserver's ` + "`/metrics`" + `, every agent's ` + "`/metrics`" + `, every etcd member's ` + "`/metrics`" + ` on its
   client URL, and ` + "`/proc/<pid>/stat`" + ` (utime+stime) and ` + "`/proc/<pid>/status`" + ` (VmRSS, at the end) of each
   agent process, found by its command line. "API writes besides leader election" are the
