@@ -52,7 +52,7 @@ leader removes members whose object has spec.leave: true, one at a time, never i
 	f.DurationVar(&opts.RemoveUnreachableAfter, "remove-unreachable-after", 0, "Ask a voter to leave once it has been unreachable this long; the quorum guard still applies. 0 (default): never.")
 	f.IntVar(&opts.MinVoters, "min-voters", opts.MinVoters, "--remove-unreachable-after never asks a member to leave when fewer voters than this would remain.")
 	f.DurationVar(&opts.RecheckInterval, "recheck-interval", opts.RecheckInterval, "How often a leave refused by the quorum guard is checked again.")
-	f.DurationVar(&opts.HandOverRetry, "hand-over-retry", opts.HandOverRetry, "How often the leader retries handing leadership over when its own member must leave.")
+	f.DurationVar(&opts.HandOverRetry, "hand-over-retry", opts.HandOverRetry, "Cap of the back-off (3s, 6s, 12s, ...) with which a leader whose own member must leave retries handing leadership over while no other agent takes it.")
 	f.StringSliceVar(&opts.AdvertisePeerURLs, "advertise-peer-urls", nil, "Peer URLs of the local member, comma-separated as for etcd. When etcd records others (the node's address changed), the agent updates etcd's record. Empty: never.")
 	f.StringVar(&opts.OnRemovedExec, "on-removed-exec", "", "Shell command (/bin/sh -c) run once after this node's member was removed on request, with ETCDMEMBER_NAME and ETCDMEMBER_MEMBER_ID set. Empty: none.")
 	f.DurationVar(&opts.OnRemovedTimeout, "on-removed-timeout", opts.OnRemovedTimeout, "How long the --on-removed-exec command may run before it is killed.")
