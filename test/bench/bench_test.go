@@ -54,6 +54,9 @@ var productionTimings = func() []string {
 		"--leader-elect-retry-period=" + o.RetryPeriod.String(),
 		"--recheck-interval=" + o.RecheckInterval.String(),
 		"--hand-over-retry=" + o.HandOverRetry.String(),
+		"--probe-interval=" + o.ProbeInterval.String(),
+		"--probe-timeout=" + o.ProbeTimeout.String(),
+		"--health-refresh-interval=" + o.HealthRefresh.String(),
 	}
 }()
 

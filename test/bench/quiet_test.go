@@ -14,7 +14,8 @@ import (
 )
 
 // benchProduction runs agents at their production defaults: a quiet minute first, while the
-// cluster is steady, then failovers, then hand-overs with the other agents frozen. Each is a part
+// cluster is steady, then failovers, then hand-overs with the other agents frozen, then the
+// detection of killed members. Each is a part
 // that -run can select alone.
 func benchProduction(t *testing.T, r *results) {
 	e := newEnv(t, 3, productionTimings...)
@@ -23,6 +24,7 @@ func benchProduction(t *testing.T, r *results) {
 		r.failover[productionTimingsName] = e.failovers(runsFromEnv(e.t, failoverRunsEnv, failoverRuns))
 	})
 	e.part(t, "stall", func() { r.stall = e.stalls(stallRuns) })
+	e.part(t, "detection", func() { r.detection = e.detections(detectionRuns) })
 }
 
 // part runs f as the subtest name of t, with e reporting to that subtest meanwhile: a parent's

@@ -32,9 +32,11 @@ type results struct {
 	leaveRemoveErrors float64
 	failover          map[string][]failoverSample
 	stall             []stallSample
-	quiet             *quietCost
-	scaleObjects      int
-	resync            []resyncSample
+	// detection is from a member's SIGKILL to its Healthy=False seen by a watch.
+	detection    []time.Duration
+	quiet        *quietCost
+	scaleObjects int
+	resync       []resyncSample
 }
 
 // report is the results with what they were measured on.
@@ -65,7 +67,8 @@ func (r *report) finish(t *testing.T) {
 }
 
 func (r *report) complete() bool {
-	return len(r.leaveGone) > 0 && len(r.failover) == 2 && len(r.stall) > 0 && r.quiet != nil && len(r.resync) > 0
+	return len(r.leaveGone) > 0 && len(r.failover) == 2 && len(r.stall) > 0 && r.quiet != nil && len(r.resync) > 0 &&
+		len(r.detection) > 0
 }
 
 // stats is a distribution by nearest rank.
@@ -147,6 +150,12 @@ func (r *report) rows() []row {
 		}
 	}
 	rows = append(rows, r.stallRows()...)
+	if len(r.detection) > 0 {
+		probe := agent.DefaultOptions().ProbeInterval
+		st := summarize(inUnit(r.detection, time.Second))
+		rows = append(rows, distRow(fmt.Sprintf("Detection, production defaults (--probe-interval %s): member SIGKILLed → Healthy=False seen by a watch (s)", probe), st).
+			withGoal(fmt.Sprintf("max ≤ 2 probe intervals (%s)", 2*probe), st.max <= (2*probe).Seconds(), "max "+num(st.max)+" s"))
+	}
 	rows = append(rows, r.quietRows()...)
 	return append(rows, r.resyncRows()...)
 }
