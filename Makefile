@@ -44,7 +44,7 @@ test: build testbin ## Run every test: unit, integration (test/framework) and e2
 
 # Every parser of outside input has a fuzz target; `make fuzz FUZZTIME=10m` runs them longer.
 FUZZTIME ?= 5s
-FUZZ_TARGETS := ./internal/etcd:FuzzParseID ./internal/naming:FuzzObjectName ./internal/peerurl:FuzzNormalize
+FUZZ_TARGETS := ./internal/etcd:FuzzParseID ./internal/naming:FuzzObjectName ./internal/peerurl:FuzzNormalize ./internal/join:FuzzSettings
 
 .PHONY: fuzz
 fuzz: ## Fuzz every parser of outside input for FUZZTIME each.

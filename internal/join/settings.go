@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/etcdmember/etcdmember/internal/etcd"
 )
@@ -54,6 +56,10 @@ func initialCluster(members []etcd.Member, self uint64, name string) (string, er
 		}
 		listed[key] = m.ID
 		for _, u := range m.PeerURLs {
+			if u == "" || !utf8.ValidString(u) || strings.Contains(u, ",") || strings.IndexFunc(u, unicode.IsControl) >= 0 {
+				return "", fmt.Errorf("member %s has peer URL %q, which ETCD_INITIAL_CLUSTER cannot carry (etcd splits it at commas, and the file holds one line per setting); correct the member's record with etcdctl member update",
+					etcd.IDString(m.ID), u)
+			}
 			entries = append(entries, key+"="+u)
 		}
 	}
