@@ -152,7 +152,34 @@ func (r *LeaveReconciler) moveLeaderAway(ctx context.Context, target etcd.Member
 		log.Info("Moving etcd leadership away from the leaving member", "to", v.Name)
 		if err := r.Pool.MoveLeader(ctx, target, v.ID); err != nil {
 			log.Error(err, "Moving etcd leadership failed; removing anyway")
+			return
 		}
+		r.awaitLeader(ctx, v.ID, target.ID, voters)
 		return
+	}
+}
+
+// awaitLeader waits, up to one probe timeout, until every healthy voter that stays follows the
+// new leader and serves through it. MoveLeader returns once the old leader has stepped down; a
+// follower that has not heard from the new leader yet still forwards writes to the old one, and
+// removing that member at once loses them ("request timed out, possibly due to previous leader
+// failure"), which the e2e test of this path caught.
+func (r *LeaveReconciler) awaitLeader(ctx context.Context, leader, leaving uint64, voters []voter) {
+	deadline := time.Now().Add(r.ProbeTimeout)
+	for _, v := range voters {
+		if v.ID == leaving || !v.Healthy {
+			continue
+		}
+		for {
+			h := r.Pool.Probe(ctx, v.Member, time.Until(deadline))
+			if h.Serving && h.Status.Leader == leader {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				logf.FromContext(ctx).Info("A voter does not follow the new etcd leader yet; removing anyway", "member", v.Name)
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
 	}
 }
