@@ -164,8 +164,13 @@ func TestSerializedLeavesJudgedAfterEachChange(t *testing.T) {
 }
 
 // TestLeaveOfEtcdLeader: leadership moves to a healthy voter before the etcd leader is removed,
-// and writes keep succeeding throughout.
+// so the cluster keeps committing writes throughout instead of going without a leader for an
+// election timeout. The evidence is the longest stretch without a successful write: removing the
+// leader without the move leaves the others waiting at least etcd's election timeout (1 s) before
+// they elect a new one. A single write may still be lost to the transfer itself (etcd drops
+// proposals that reach the old leader while it hands over); that is etcd's, and short.
 func TestLeaveOfEtcdLeader(t *testing.T) {
+	const electionTimeout = time.Second
 	e := newEnv(t, envConfig{size: 3})
 	agentLeader := e.leaderAgent()
 	etcdLeader := e.cluster.Leader(t)
@@ -182,41 +187,58 @@ func TestLeaveOfEtcdLeader(t *testing.T) {
 	}
 
 	// The writer talks to a member that stays: connections to the removed member itself drop
-	// with it, which is not what this test is about.
+	// with it, which is not what this test is about. Each write has a short timeout so that a
+	// lost one does not hide the others.
 	cli := otherThan(e, etcdLeader.Name).Client(t)
 	stop := make(chan struct{})
-	failures := make(chan error, 1000)
-	writes := make(chan int, 1)
+	type outcome struct {
+		at  time.Time
+		err error
+	}
+	outcomes := make(chan []outcome, 1)
 	go func() {
-		n := 0
-		defer func() { writes <- n }()
+		var all []outcome
+		defer func() { outcomes <- all }()
 		for {
 			select {
 			case <-stop:
 				return
 			default:
 			}
-			// A write may wait out the leadership transfer; what must not happen is an error.
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), electionTimeout/4)
 			_, err := cli.Put(ctx, "e2e/leader-leave", time.Now().String())
 			cancel()
-			if err != nil {
-				failures <- err
-			}
-			n++
-			time.Sleep(10 * time.Millisecond)
+			all = append(all, outcome{time.Now(), err})
+			time.Sleep(5 * time.Millisecond)
 		}
 	}()
+	time.Sleep(200 * time.Millisecond)
 	e.leave(etcdLeader.Name)
 	e.waitFor(etcdLeader.Name, "Left=True/Removed", removedByUs)
+	time.Sleep(200 * time.Millisecond)
 	close(stop)
-	n := <-writes
-	close(failures)
-	for err := range failures {
-		t.Errorf("write failed during the leader's removal: %v", err)
+	all := <-outcomes
+	var (
+		failed  int
+		last    time.Time
+		longest time.Duration
+	)
+	for _, o := range all {
+		if o.err != nil {
+			failed++
+			continue
+		}
+		if !last.IsZero() && o.at.Sub(last) > longest {
+			longest = o.at.Sub(last)
+		}
+		last = o.at
 	}
-	if n == 0 {
-		t.Fatalf("no writes were attempted")
+	t.Logf("%d writes, %d failed, longest stretch without a successful write %s", len(all), failed, longest)
+	if len(all)-failed < 10 {
+		t.Fatalf("only %d of %d writes succeeded", len(all)-failed, len(all))
+	}
+	if longest >= electionTimeout {
+		t.Errorf("no write succeeded for %s during the leader's removal: an election's worth (%s), as if leadership had not been moved", longest, electionTimeout)
 	}
 	if now := e.cluster.Leader(t); now == etcdLeader {
 		t.Fatalf("the removed member still leads")
