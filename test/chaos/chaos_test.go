@@ -28,8 +28,9 @@ import (
 // members is allowed and the second, judged after it, must be refused.
 const (
 	members = 4
-	// The short run inside `make test`: a fixed seed whose scenarios include a crash point, a
-	// refusal and a re-join, in about two minutes.
+	// The short run inside `make test`: a fixed seed whose five scenarios include both crash
+	// points, two leaves on a cluster with a member down (the second must be refused until it
+	// is back), a re-join while a leave is in flight and an apiserver crash: about two minutes.
 	shortSeed      = 39610
 	shortScenarios = 5
 )
@@ -63,8 +64,9 @@ func (c config) total() int {
 	return c.scenarios
 }
 
-// loadConfig reads CHAOS_SEED, CHAOS_SCENARIOS and CHAOS_ONLY. Without CHAOS_SCENARIOS it is the
-// short fixed-seed run; with it and no seed, a random seed.
+// loadConfig reads CHAOS_SEED, CHAOS_SCENARIOS, CHAOS_ONLY, CHAOS_WHOLE_NODES and
+// CHAOS_AGENT_ARGS. Without CHAOS_SCENARIOS it is the short fixed-seed run; with it and no seed,
+// a random seed.
 func loadConfig(t *testing.T) config {
 	t.Helper()
 	cfg := config{seed: shortSeed, scenarios: shortScenarios}
