@@ -52,6 +52,17 @@ fuzz: ## Fuzz every parser of outside input for FUZZTIME each.
 		$(GO) test -run=NONE -fuzz="^$${target##*:}$$" -fuzztime=$(FUZZTIME) $${target%%:*} || exit 1; \
 	done
 
+# Seeded chaos (test/chaos): random fault sequences with invariants checked after every step.
+# `make test` runs a short fixed-seed run; this is the long one. An empty CHAOS_SEED picks a random
+# seed, printed at the start and in the summary; CHAOS_SEED=<seed> CHAOS_ONLY=<n> replays scenario n.
+CHAOS_SCENARIOS ?= 200
+CHAOS_SEED ?=
+
+.PHONY: chaos
+chaos: build testbin ## Seeded chaos: CHAOS_SCENARIOS random fault scenarios (CHAOS_SEED replays a run); see docs/testing.md.
+	CHAOS_SCENARIOS=$(CHAOS_SCENARIOS) CHAOS_SEED=$(CHAOS_SEED) \
+		$(GO) test -count=1 -v -timeout $$(( $(CHAOS_SCENARIOS) * 60 + 600 ))s -run '^TestChaos$$' ./test/chaos/
+
 ##@ Building
 
 .PHONY: build

@@ -2,10 +2,14 @@ package framework
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"os/exec"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 )
 
@@ -38,6 +42,7 @@ type Agent struct {
 	api     *APIServer
 	proc    *process
 	args    []string
+	env     []string
 	health  string
 	metrics string
 }
@@ -79,12 +84,42 @@ func (a *Agent) commandLine() []string {
 // the running process keeps the ones it started with.
 func (a *Agent) SetArgs(args ...string) { a.args = args }
 
+// SetEnv replaces the extra environment variables ("KEY=value") for the next Start or Restart,
+// such as internal/failpoint's ETCDMEMBER_FAILPOINT; SetEnv() with none clears them. The running
+// process keeps the environment it started with.
+func (a *Agent) SetEnv(t TB, kv ...string) {
+	t.Helper()
+	for _, v := range kv {
+		if key, _, ok := strings.Cut(v, "="); !ok || key == "" {
+			t.Fatalf("agent %s: environment entry %q is not KEY=value", a.Name, v)
+		}
+	}
+	a.env = kv
+}
+
+// launch starts the agent process. Extra environment goes through env(1), which sets it and then
+// execs the agent in its own place: the process the framework signals, waits for and reads the
+// exit status of is the agent itself, and the log's header shows the variables it ran with.
+func (a *Agent) launch(t TB) {
+	t.Helper()
+	bin, args := Binary(t, "etcdmember"), a.commandLine()
+	if len(a.env) > 0 {
+		envBin, err := exec.LookPath("env")
+		if err != nil {
+			t.Fatalf("agent %s: env(1) is needed to pass %v: %v", a.Name, a.env, err)
+		}
+		args = append(append(append([]string{}, a.env...), bin), args...)
+		bin = envBin
+	}
+	if err := a.proc.start(bin, args...); err != nil {
+		t.Fatalf("%v", err)
+	}
+}
+
 // Start starts the agent (again) and waits until /readyz says its member is registered.
 func (a *Agent) Start(t TB) {
 	t.Helper()
-	if err := a.proc.start(Binary(t, "etcdmember"), a.commandLine()...); err != nil {
-		t.Fatalf("%v", err)
-	}
+	a.launch(t)
 	a.WaitReady(t)
 }
 
@@ -92,9 +127,7 @@ func (a *Agent) Start(t TB) {
 // gone or not started yet.
 func (a *Agent) StartUnready(t TB) {
 	t.Helper()
-	if err := a.proc.start(Binary(t, "etcdmember"), a.commandLine()...); err != nil {
-		t.Fatalf("%v", err)
-	}
+	a.launch(t)
 }
 
 // WaitReady waits until the agent's /readyz answers 200.
@@ -132,6 +165,38 @@ func (a *Agent) Kill(t TB) {
 	if err := a.proc.kill(); err != nil {
 		t.Fatalf("%v", err)
 	}
+}
+
+// Pause freezes the agent with SIGSTOP: a leader keeps believing it leads while its Lease runs
+// out, and carries on from where it stopped once resumed.
+func (a *Agent) Pause(t TB) {
+	t.Helper()
+	if err := a.proc.signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("pause agent %s: %v", a.Name, err)
+	}
+}
+
+// Resume continues a paused agent with SIGCONT.
+func (a *Agent) Resume(t TB) {
+	t.Helper()
+	if err := a.proc.signal(syscall.SIGCONT); err != nil {
+		t.Fatalf("resume agent %s: %v", a.Name, err)
+	}
+}
+
+// Exited reports whether the agent's last run has ended, and its exit code: -1 when a signal
+// ended it, so that a test can tell a crash it asked for (a failpoint's code) from any other.
+func (a *Agent) Exited() (code int, exited bool) {
+	a.proc.mu.Lock()
+	defer a.proc.mu.Unlock()
+	if a.proc.done == nil || !isClosed(a.proc.done) {
+		return 0, false
+	}
+	var exitErr *exec.ExitError
+	if errors.As(a.proc.exitErr, &exitErr) {
+		return exitErr.ExitCode(), true
+	}
+	return 0, true
 }
 
 // Restart stops the agent and starts it again.

@@ -1,0 +1,298 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// errSkip marks a step that no longer fits what happened: its target is gone, or taking it down
+// now would let the injector itself cost the cluster its quorum.
+var errSkip = errors.New("skipped")
+
+func skip(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errSkip, fmt.Sprintf(format, args...))
+}
+
+// runStep carries out one step and logs what it did.
+func (r *run) runStep(s step) {
+	r.t.Helper()
+	r.sleep(s.before)
+	var (
+		what string
+		err  error
+	)
+	switch s.kind {
+	case killMember, pauseMember, restartMember:
+		what, err = r.faultMember(s)
+	case healMember:
+		what, err = r.healMember()
+	case killAgent, pauseAgent, restartAgent:
+		what, err = r.faultAgent(s)
+	case healAgent:
+		what, err = r.healAgent()
+	case restartAPIServer:
+		what, err = r.restartAPIServer()
+	case leave:
+		what, err = r.leave(s.member, "")
+	case cancelLeave:
+		what, err = r.cancel(s.member)
+	case rejoin:
+		what, err = r.rejoin(s.member)
+	case wait:
+		what = "waited " + s.before.Round(100*time.Millisecond).String()
+	}
+	r.mu.Lock()
+	if errors.Is(err, errSkip) {
+		r.c.skipped++
+	} else {
+		r.c.steps++
+	}
+	r.mu.Unlock()
+	switch {
+	case errors.Is(err, errSkip):
+		r.logf("  %s: %v", s, err)
+	case err != nil:
+		r.violate("step "+s.String(), "%s: %v", s, err)
+	default:
+		r.logf("  %s", what)
+	}
+}
+
+func (r *run) count(fault string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.c.faults[fault]++
+}
+
+// restartAPIServer crashes kube-apiserver with SIGKILL and starts it again. A graceful restart
+// waits for the requests in flight, and those can hang on an etcd member just killed or removed
+// for longer than the framework waits for a stop.
+func (r *run) restartAPIServer() (string, error) {
+	start := time.Now()
+	r.w.api.Kill(r.t)
+	r.w.api.Start(r.t)
+	r.count("apiserver restart")
+	return fmt.Sprintf("SIGKILL kube-apiserver and started it again (%s)", time.Since(start).Round(100*time.Millisecond)), nil
+}
+
+// faultMember kills, pauses or restarts an etcd member, if quorumHolds allows it.
+func (r *run) faultMember(s step) (string, error) {
+	i := s.member
+	if s.leader {
+		if l, ok := r.w.etcdLeader(r.upOrder()); ok {
+			i = l
+		}
+	}
+	m := r.w.members[i]
+	r.mu.Lock()
+	state, pending, down, voters := r.member[i], r.pending, r.downBits(), r.voterBits()
+	r.mu.Unlock()
+	switch {
+	case state != up:
+		return "", skip("%s is down already", m.Name)
+	case !m.Running():
+		return "", skip("%s has exited: it was removed", m.Name)
+	case s.kind == restartMember && pending&(1<<i) != 0:
+		// A removed member started again would only learn it was removed and exit.
+		return "", skip("%s has a leave pending", m.Name)
+	case !quorumHolds(voters, down|1<<i, pending):
+		return "", skip("taking %s down could cost quorum with the leaves pending", m.Name)
+	}
+	// The state changes before the signal: the monitor must never count a member as running
+	// that may already be gone.
+	switch s.kind {
+	case killMember:
+		r.setMember(i, killed)
+		m.Kill(r.t)
+		r.count("etcd kill")
+		return "SIGKILL etcd " + m.Name + r.takeNode(i, killed), nil
+	case pauseMember:
+		r.setMember(i, paused)
+		m.Pause(r.t)
+		r.count("etcd pause")
+		return "SIGSTOP etcd " + m.Name + r.takeNode(i, paused), nil
+	default:
+		start := time.Now()
+		r.setMember(i, restarting)
+		m.Stop(r.t)
+		r.setMember(i, up)
+		m.Start(r.t)
+		r.count("etcd restart")
+		return fmt.Sprintf("restarted etcd %s (%s)", m.Name, time.Since(start).Round(100*time.Millisecond)), nil
+	}
+}
+
+// takeNode, in whole-node mode, does to member i's agent what was done to its etcd: the node
+// crashed or froze as a whole.
+func (r *run) takeNode(i int, f fault) string {
+	a := r.w.agents[i]
+	r.mu.Lock()
+	state := r.agent[i]
+	r.mu.Unlock()
+	if !r.cfg.wholeNodes || state != up || !a.Running() {
+		return ""
+	}
+	r.setAgent(i, f)
+	r.mu.Lock()
+	r.withNode |= 1 << i
+	r.mu.Unlock()
+	if f == paused {
+		a.Pause(r.t)
+		return " and its agent"
+	}
+	a.Kill(r.t)
+	return " and its agent"
+}
+
+// bringNode brings back the agent that went down with member i's etcd, if one did.
+func (r *run) bringNode(i int) string {
+	r.mu.Lock()
+	tied, state := r.withNode&(1<<i) != 0, r.agent[i]
+	r.withNode &^= 1 << i
+	r.mu.Unlock()
+	if !tied {
+		return ""
+	}
+	r.startAgent(i, state)
+	return " and its agent"
+}
+
+// await is eventually, tending the nodes between attempts.
+func (r *run) await(bound time.Duration, check func(ctx context.Context) error) error {
+	return eventually(bound, func(ctx context.Context) error {
+		r.tend()
+		return check(ctx)
+	})
+}
+
+// sleep waits for d, tending the nodes meanwhile.
+func (r *run) sleep(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		r.tend()
+		time.Sleep(min(200*time.Millisecond, time.Until(end)))
+	}
+}
+
+// tend, in whole-node mode, stops the agent of every member etcd no longer lists, as an operator
+// decommissioning a removed node would; the node's re-join starts it again.
+func (r *run) tend() {
+	if !r.cfg.wholeNodes {
+		return
+	}
+	r.mu.Lock()
+	list := r.list
+	var retire []int
+	for i, m := range r.w.members {
+		if r.agent[i] == up && r.w.agents[i].Running() && r.member[i] != joining && !list.at.IsZero() && !list.has(m.ID()) {
+			retire = append(retire, i)
+		}
+	}
+	r.mu.Unlock()
+	for _, i := range retire {
+		r.setAgent(i, retired)
+		r.w.agents[i].Stop(r.t)
+		r.logf("  stopped agent %s: its member was removed", r.w.agents[i].Name)
+	}
+}
+
+// healMember brings back the first member taken down that can come back now.
+func (r *run) healMember() (string, error) {
+	r.mu.Lock()
+	var killedBits uint
+	for _, i := range r.memberDown {
+		if r.member[i] == killed {
+			killedBits |= 1 << i
+		}
+	}
+	at := firstHealable(r.memberDown, killedBits, r.pending)
+	var i int
+	var state fault
+	if at >= 0 {
+		i = r.memberDown[at]
+		state = r.member[i]
+	}
+	r.mu.Unlock()
+	if at < 0 {
+		return "", skip("no member can come back now")
+	}
+	m := r.w.members[i]
+	r.setMember(i, up)
+	if state == paused {
+		m.Resume(r.t)
+		return "SIGCONT etcd " + m.Name + r.bringNode(i), nil
+	}
+	m.Start(r.t)
+	return "started etcd " + m.Name + r.bringNode(i), nil
+}
+
+// faultAgent kills, pauses or restarts an agent.
+func (r *run) faultAgent(s step) (string, error) {
+	i := s.member
+	if s.leader {
+		if l, ok := r.w.leaderAgent(); ok {
+			i = l
+		}
+	}
+	a := r.w.agents[i]
+	r.mu.Lock()
+	state := r.agent[i]
+	r.mu.Unlock()
+	if state != up || !a.Running() {
+		return "", skip("agent %s is down already", a.Name)
+	}
+	switch s.kind {
+	case killAgent:
+		r.setAgent(i, killed)
+		a.Kill(r.t)
+		r.count("agent kill")
+		return "SIGKILL agent " + a.Name, nil
+	case pauseAgent:
+		r.setAgent(i, paused)
+		a.Pause(r.t)
+		r.count("agent pause")
+		return "SIGSTOP agent " + a.Name, nil
+	default:
+		r.setAgent(i, restarting)
+		a.Stop(r.t)
+		a.StartUnready(r.t)
+		r.setAgent(i, up)
+		r.count("agent restart")
+		return "restarted agent " + a.Name, nil
+	}
+}
+
+// healAgent brings back the agent that went down first on its own: one that went down with its
+// node comes back with it, and one retired with its removed member with the re-join.
+func (r *run) healAgent() (string, error) {
+	r.mu.Lock()
+	at := slices.IndexFunc(r.agentDown, func(i int) bool { return r.withNode&(1<<i) == 0 && r.agent[i] != retired })
+	if at < 0 {
+		r.mu.Unlock()
+		return "", skip("no agent to bring back on its own")
+	}
+	i := r.agentDown[at]
+	state := r.agent[i]
+	r.mu.Unlock()
+	return r.startAgent(i, state), nil
+}
+
+// startAgent brings agent i back from state, without its failpoint, and without waiting for it
+// to register: its member may be down or removed.
+func (r *run) startAgent(i int, state fault) string {
+	a := r.w.agents[i]
+	if state == paused {
+		a.Resume(r.t)
+		r.setAgent(i, up)
+		return "SIGCONT agent " + a.Name
+	}
+	a.SetEnv(r.t)
+	r.mu.Lock()
+	r.armed[i] = ""
+	r.mu.Unlock()
+	a.StartUnready(r.t)
+	r.setAgent(i, up)
+	return "started agent " + a.Name
+}

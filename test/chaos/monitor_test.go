@@ -1,0 +1,304 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/etcdmember/internal/failpoint"
+	"github.com/etcdmember/etcdmember/internal/status"
+)
+
+// How often the monitors sample. The member list is read often enough to see every removal
+// between two steps on its own; the objects only change as fast as the agents write them.
+const (
+	listEvery    = 150 * time.Millisecond
+	objectsEvery = 300 * time.Millisecond
+	// exitGrace is how long a member process may be gone while etcd still lists it before that
+	// counts as a crash: a removed member exits by itself, and the list read before its removal
+	// may still name it.
+	exitGrace = 3 * time.Second
+)
+
+// The reasons the API defines: anything else in a condition is a violation.
+var (
+	leftReasons = []string{
+		v1alpha1.ReasonRemoved, v1alpha1.ReasonNotFound, v1alpha1.ReasonRemoving, v1alpha1.ReasonHandingOver,
+		v1alpha1.ReasonNoOtherAgent, v1alpha1.ReasonQuorumAtRisk, v1alpha1.ReasonLastVoter,
+		v1alpha1.ReasonNoMemberID, v1alpha1.ReasonEtcdError,
+	}
+	joinedReasons = []string{
+		v1alpha1.ReasonInMemberList, v1alpha1.ReasonRejoined, v1alpha1.ReasonRemoved, v1alpha1.ReasonNotFound,
+		v1alpha1.ReasonEvicted,
+	}
+)
+
+// memberSample is one read of etcd's member list.
+type memberSample struct {
+	at      time.Time
+	members []*etcdserverpb.Member
+}
+
+func (s memberSample) has(id uint64) bool {
+	return slices.ContainsFunc(s.members, func(m *etcdserverpb.Member) bool { return m.ID == id })
+}
+
+func (s memberSample) voters() int {
+	n := 0
+	for _, m := range s.members {
+		if !m.IsLearner {
+			n++
+		}
+	}
+	return n
+}
+
+// monitor runs both samplers until stop is called.
+func (r *run) monitor() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { r.every(ctx, listEvery, r.sampleMembers) })
+	wg.Go(func() { r.every(ctx, objectsEvery, r.sampleObjects) })
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+func (r *run) every(ctx context.Context, interval time.Duration, sample func(context.Context)) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		sample(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// sampleMembers reads the member list and checks the membership invariants against the previous
+// read: every member that disappeared was the target of a leave; every member that appeared is
+// one the harness added; and the voters the injector left running are a quorum of the voters
+// etcd lists. The last can only break through a removal: the injector never takes down more than
+// quorumHolds allows, whatever the leaves in flight do.
+func (r *run) sampleMembers(ctx context.Context) {
+	resp, err := r.w.memberList(ctx, r.upOrder())
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	prev := r.list
+	r.list = memberSample{at: now, members: resp.Members}
+	if prev.at.IsZero() {
+		return
+	}
+	for _, m := range prev.members {
+		if r.list.has(m.ID) {
+			continue
+		}
+		l := r.authorized[m.ID]
+		if l == nil {
+			r.violateLocked(fmt.Sprintf("unasked %x", m.ID), "member %s (%s) was removed from etcd, but no leave asked for it", etcd.IDString(m.ID), m.Name)
+			continue
+		}
+		r.c.removals++
+		if l.removed.IsZero() {
+			l.removed = now
+		}
+	}
+	joiningNow := slices.Contains(r.member, joining)
+	for _, m := range r.list.members {
+		if !prev.has(m.ID) && !joiningNow && r.w.memberIndex(m.ID) < 0 {
+			r.violateLocked(fmt.Sprintf("added %x", m.ID), "member %s (%s, %v) appeared in etcd, but the harness added nobody", etcd.IDString(m.ID), m.Name, m.PeerURLs)
+		}
+	}
+	voters, running := 0, 0
+	var down []string
+	for _, m := range r.list.members {
+		if m.IsLearner {
+			continue
+		}
+		voters++
+		i := r.w.memberIndex(m.ID)
+		switch {
+		case i < 0 && joiningNow:
+			// The member being re-joined, whose new ID the framework learns once it serves: it
+			// has been launched or is about to be, and quorumHolds counted it as down before.
+			running++
+		case i < 0:
+		case r.member[i] == up:
+			running++
+		default:
+			down = append(down, nodeName(i))
+		}
+	}
+	if running < quorum(voters) {
+		r.violateLocked("quorum", "quorum lost: etcd lists %d voters (%s), of which %d run, fewer than the %d a quorum needs; down by the injector: %v; removals so far: %s",
+			voters, renderMembers(r.list.members), running, quorum(voters), down, r.removalsLocked())
+	}
+}
+
+func renderMembers(members []*etcdserverpb.Member) string {
+	var parts []string
+	for _, m := range members {
+		parts = append(parts, fmt.Sprintf("%s=%s", m.Name, etcd.IDString(m.ID)))
+	}
+	return strings.Join(parts, " ")
+}
+
+func (r *run) removalsLocked() string {
+	var parts []string
+	for _, l := range r.leaves {
+		if !l.removed.IsZero() {
+			parts = append(parts, fmt.Sprintf("%s at %s", l.name, l.removed.Sub(r.start).Truncate(100*time.Millisecond)))
+		}
+	}
+	if len(parts) == 0 {
+		return "none this scenario"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// sampleObjects reads the objects and the processes, and checks what must hold at every moment:
+// conditions carry only the API's reasons; a member etcdmember removed is never reported as gone
+// for another reason (NotFound), a crash between its steps included; and no agent or etcd member
+// exits unless the injector made it.
+func (r *run) sampleObjects(ctx context.Context) {
+	objs, err := r.w.objects(ctx)
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range objs {
+		obj := &objs[i]
+		r.checkReasons(obj)
+		if l := r.authorized[idOf(obj)]; l != nil && l.scenario == r.scenario && !l.rejoined {
+			r.followLeave(l, obj, now)
+		}
+	}
+	r.checkProcesses(now)
+}
+
+func idOf(obj *v1alpha1.EtcdMember) uint64 {
+	id, err := etcd.ParseID(obj.Status.MemberID)
+	if err != nil {
+		return 0
+	}
+	return id
+}
+
+func (r *run) checkReasons(obj *v1alpha1.EtcdMember) {
+	if c := status.Get(obj, v1alpha1.ConditionLeft); c != nil && !slices.Contains(leftReasons, c.Reason) {
+		r.violateLocked("reason "+obj.Name+c.Reason, "%s: Left has reason %q, which the API does not define", obj.Name, c.Reason)
+	}
+	c := status.Get(obj, v1alpha1.ConditionJoined)
+	if c == nil {
+		return
+	}
+	if !slices.Contains(joinedReasons, c.Reason) {
+		r.violateLocked("reason "+obj.Name+c.Reason, "%s: Joined has reason %q, which the API does not define", obj.Name, c.Reason)
+	}
+	// Nobody but etcdmember removes members in these runs, so a member reported gone "for
+	// another reason" is a removal etcdmember lost track of.
+	if c.Reason == v1alpha1.ReasonNotFound {
+		r.violateLocked("notfound "+obj.Name+obj.Status.MemberID, "%s: Joined=False/NotFound for member %s, which only etcdmember removed (%s): %s",
+			obj.Name, obj.Status.MemberID, r.authorizedBy(idOf(obj)), describe(obj))
+	}
+}
+
+func (r *run) authorizedBy(id uint64) string {
+	if l := r.authorized[id]; l != nil {
+		s := l.String()
+		if l.crash != "" {
+			s += " with the leader crashing at " + l.crash
+		}
+		return s
+	}
+	return "asked by no leave"
+}
+
+// followLeave records the Left conditions a leave goes through.
+func (r *run) followLeave(l *leaveRec, obj *v1alpha1.EtcdMember, now time.Time) {
+	c := status.Get(obj, v1alpha1.ConditionLeft)
+	if c == nil {
+		return
+	}
+	if l.explained.IsZero() && obj.Spec.Leave {
+		l.explained = now
+		r.c.explainTime = append(r.c.explainTime, now.Sub(l.issued))
+	}
+	seen := string(c.Status) + "/" + c.Reason
+	if n := len(l.reasons); n > 0 && l.reasons[n-1] == seen {
+		return
+	}
+	switch {
+	case c.Reason == v1alpha1.ReasonQuorumAtRisk || c.Reason == v1alpha1.ReasonLastVoter:
+		if !slices.ContainsFunc(l.reasons, refusal) {
+			r.c.refusals++
+		}
+	case c.Reason == v1alpha1.ReasonHandingOver && !slices.Contains(l.reasons, seen):
+		r.c.handOvers++
+	case c.Reason == v1alpha1.ReasonEtcdError && !slices.Contains(l.reasons, seen):
+		r.c.etcdErrors++
+	}
+	l.reasons = append(l.reasons, seen)
+	if c.Status == metav1.ConditionTrue && c.Reason != v1alpha1.ReasonRemoved {
+		r.violateLocked("left "+l.idHex, "%s ended Left=True/%s, but etcdmember removed it (crash point: %q): %s; Left went %v",
+			l, c.Reason, l.crash, describe(obj), l.reasons)
+	}
+}
+
+func refusal(seen string) bool {
+	return strings.HasSuffix(seen, "/"+v1alpha1.ReasonQuorumAtRisk) || strings.HasSuffix(seen, "/"+v1alpha1.ReasonLastVoter)
+}
+
+// checkProcesses flags agents and members that exited although the injector left them up. An
+// agent armed with a failpoint that exits with the failpoint's code did what it was asked.
+func (r *run) checkProcesses(now time.Time) {
+	for i, a := range r.w.agents {
+		if r.agent[i] != up {
+			continue
+		}
+		code, exited := a.Exited()
+		if !exited {
+			continue
+		}
+		if r.armed[i] != "" && code == failpoint.ExitCode {
+			r.agent[i] = crashed
+			r.agentDown = append(r.agentDown, i)
+			continue
+		}
+		r.violateLocked(fmt.Sprintf("agent exit %d", i), "the agent of %s exited by itself with code %d (log: %s)", nodeName(i), code, a.LogFile())
+		r.agent[i] = crashed
+		r.agentDown = append(r.agentDown, i)
+	}
+	for i, m := range r.w.members {
+		if r.member[i] != up || m.Running() {
+			continue
+		}
+		// A removed member shuts itself down: only a member etcd still lists, in a list read
+		// well after the exit was noticed, has crashed.
+		if r.list.has(m.ID()) && r.list.at.After(now.Add(-listEvery)) {
+			key := fmt.Sprintf("etcd exit %s", m.IDHex())
+			if first, ok := r.exitSeen[key]; !ok {
+				r.exitSeen[key] = now
+			} else if now.Sub(first) > exitGrace {
+				r.violateLocked(key, "etcd member %s (%s) exited by itself while etcd still lists it (log: %s)", nodeName(i), m.IDHex(), m.LogFile())
+			}
+		}
+	}
+}

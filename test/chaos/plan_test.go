@@ -1,0 +1,335 @@
+package chaos
+
+import (
+	"fmt"
+	"math/bits"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdmember/etcdmember/internal/failpoint"
+)
+
+// kind is what a step does.
+type kind int
+
+const (
+	killMember       kind = iota // SIGKILL an etcd member
+	pauseMember                  // SIGSTOP an etcd member
+	restartMember                // SIGTERM an etcd member and start it again
+	healMember                   // start or resume the member that went down first
+	killAgent                    // SIGKILL an agent
+	pauseAgent                   // SIGSTOP an agent
+	restartAgent                 // SIGTERM an agent and start it again
+	healAgent                    // start or resume the agent that went down first
+	restartAPIServer             // SIGTERM kube-apiserver and start it again
+	leave                        // set spec.leave on a member's object
+	cancelLeave                  // set spec.leave back to false
+	rejoin                       // once the member is removed: wipe it and add it back (Cluster.Rejoin)
+	wait                         // let the controller work
+)
+
+var kindNames = map[kind]string{
+	killMember: "kill etcd", pauseMember: "pause etcd", restartMember: "restart etcd", healMember: "heal etcd",
+	killAgent: "kill agent", pauseAgent: "pause agent", restartAgent: "restart agent", healAgent: "heal agent",
+	restartAPIServer: "restart apiserver", leave: "leave", cancelLeave: "cancel leave", rejoin: "rejoin", wait: "wait",
+}
+
+// step is one action of a scenario.
+type step struct {
+	kind kind
+	// member is the target's index. A step aimed at a leader uses it when no leader can be found.
+	member int
+	// leader aims a member step at etcd's leader and an agent step at the agent holding the Lease:
+	// who leads is only known when the step runs, so these are the steps a replay may aim
+	// differently.
+	leader bool
+	// before is how long to let the system work before the step.
+	before time.Duration
+}
+
+func (s step) String() string {
+	var target string
+	switch {
+	case s.kind == healMember, s.kind == healAgent, s.kind == restartAPIServer:
+	case s.kind == wait:
+		target = s.before.String()
+	case s.leader:
+		target = fmt.Sprintf("leader (else %s)", nodeName(s.member))
+	default:
+		target = nodeName(s.member)
+	}
+	return strings.TrimSpace(kindNames[s.kind] + " " + target)
+}
+
+// crashPlan is a scenario that crashes the agent carrying out a leave at a failpoint.
+type crashPlan struct {
+	target, armed int
+	point         string
+	// alsoDown is a third member SIGKILLed before the leave, or -1: the removal stays allowed
+	// (three voters remain, two of them healthy) but is judged on a cluster with a dead member.
+	alsoDown int
+}
+
+// scenario is one generated sequence. Each scenario starts from the baseline (every member and
+// agent up, no leave pending) and restores it afterwards, so scenario i of a seed can be replayed
+// on its own.
+type scenario struct {
+	index int // 1-based, as printed
+	steps []step
+	// tail is how long the last step may work before every fault is healed: long enough for the
+	// controller to judge a leave on the faulted cluster, and refuse it if it must.
+	tail  time.Duration
+	crash *crashPlan
+}
+
+func (sc scenario) String() string {
+	if c := sc.crash; c != nil {
+		s := fmt.Sprintf("crash point %s: leave %s with only the agent of %s armed", c.point, nodeName(c.target), nodeName(c.armed))
+		if c.alsoDown >= 0 {
+			s += ", etcd " + nodeName(c.alsoDown) + " killed first"
+		}
+		return s
+	}
+	parts := make([]string, len(sc.steps))
+	for i, s := range sc.steps {
+		parts[i] = s.String()
+	}
+	return strings.Join(parts, " · ")
+}
+
+func nodeName(i int) string { return fmt.Sprintf("node-%d", i+1) }
+
+// Shape of the generated scenarios, sized so that a scenario takes seconds: every removal costs a
+// re-join of about 8s when the baseline is restored, so leaves are the expensive steps.
+const (
+	crashPercent   = 12
+	minSteps       = 2
+	maxSteps       = 6
+	maxLeaves      = 4
+	maxBefore      = 700 * time.Millisecond
+	maxWait        = 4 * time.Second
+	maxAgentFaults = 3
+	minTail        = 300 * time.Millisecond
+	shortTail      = time.Second
+	judgeTail      = 3 * time.Second
+	maxTail        = 5 * time.Second
+)
+
+// newRand returns scenario index's random source for seed. Each scenario has its own stream, so a
+// scenario's steps do not depend on how many random numbers the ones before it drew, and
+// CHAOS_ONLY can replay one alone.
+func newRand(seed uint64, index int) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, uint64(index)))
+}
+
+// planScenario generates scenario index of a run of n members. It depends on nothing but its
+// arguments: the same seed always yields the same steps. When they run, each step is checked
+// again against what really happened (a leave the controller refused, a leader that moved), and
+// skipped when it no longer fits; the timing of everything varies from run to run.
+func planScenario(seed uint64, index, n int) scenario {
+	r := newRand(seed, index)
+	sc := scenario{index: index}
+	if r.IntN(100) < crashPercent {
+		sc.crash = planCrash(r, n)
+		return sc
+	}
+	p := planState{n: n, all: uint(1)<<n - 1}
+	for range minSteps + r.IntN(maxSteps-minSteps+1) {
+		sc.steps = append(sc.steps, p.next(r))
+	}
+	// A leave still pending on a faulted cluster is what the quorum guard is for: give the
+	// controller time to judge it before the faults are healed.
+	lo, hi := minTail, shortTail
+	if p.leaves != 0 && len(p.memberDown) > 0 {
+		lo, hi = judgeTail, maxTail
+	}
+	sc.tail = lo + time.Duration(r.Int64N(int64(hi-lo)))
+	return sc
+}
+
+func planCrash(r *rand.Rand, n int) *crashPlan {
+	perm := r.Perm(n)
+	c := &crashPlan{target: perm[0], armed: perm[1], point: failpoint.LeaveBeforeRemove, alsoDown: -1}
+	if r.IntN(2) == 1 {
+		c.point = failpoint.LeaveAfterRemove
+	}
+	// A dead member besides the target must leave the removal allowed: with n voters, n-1 remain
+	// after it, and n-2 of those must still be a quorum.
+	if n >= 4 && r.IntN(3) == 0 && n-2 >= quorum(n-1) {
+		c.alsoDown = perm[2]
+	}
+	return c
+}
+
+// planState is what the generator knows after its steps so far, assuming each did what it says.
+type planState struct {
+	n   int
+	all uint
+	// memberDown lists the members taken down, in the order they went down.
+	memberDown   []int
+	killed       uint
+	agentDown    []int
+	leaves       uint // targets of leaves that may still be carried out
+	cancelled    uint
+	apiRestarted bool
+	agentFaults  int
+}
+
+func bitsOf(members []int) uint {
+	var b uint
+	for _, i := range members {
+		b |= 1 << i
+	}
+	return b
+}
+
+// firstHealable returns the position in down of the first member that can be brought back now,
+// or -1. A killed member with a leave pending stays down: it may be removed any moment, and a
+// removed member started again only learns that it was removed and exits.
+func firstHealable(down []int, killed, leaves uint) int {
+	return slices.IndexFunc(down, func(i int) bool { return killed&leaves&(1<<i) == 0 })
+}
+
+// leaveWeights makes each further leave in a scenario less likely: every removal costs a re-join.
+var leaveWeights = [maxLeaves]int{3, 2, 1, 1}
+
+type candidate struct {
+	weight int
+	step   step
+}
+
+// next draws one step among those that fit the state, weighted, and applies it to the state.
+func (p *planState) next(r *rand.Rand) step {
+	var cands []candidate
+	add := func(weight int, s step) { cands = append(cands, candidate{weight, s}) }
+	down := bitsOf(p.memberDown)
+	pending := bits.OnesCount(p.leaves)
+	anyMayFail := true
+	for i := range p.n {
+		bit := uint(1) << i
+		if down&bit == 0 && quorumHolds(p.all, down|bit, p.leaves) {
+			add(3, step{kind: killMember, member: i})
+			// A frozen member stalls kube-apiserver's requests that land on it for half a minute,
+			// so the steps that need the API slow down: freeze less often than kill.
+			add(1, step{kind: pauseMember, member: i})
+			if p.leaves&bit == 0 {
+				// A restart costs seconds: a member that starts again re-publishes itself, and
+				// that often waits out etcd's request timeout.
+				add(1, step{kind: restartMember, member: i})
+			}
+		} else {
+			anyMayFail = false
+		}
+		if p.leaves&bit == 0 && pending < maxLeaves {
+			add(leaveWeights[pending], step{kind: leave, member: i})
+		}
+		if p.leaves&^p.cancelled&bit != 0 {
+			add(1, step{kind: cancelLeave, member: i})
+			if quorumHolds(p.all, down|bit, p.leaves&^bit) {
+				add(3, step{kind: rejoin, member: i})
+			}
+		}
+	}
+	// Faults aimed at whoever leads, which is where they hurt; who that is is decided when the
+	// step runs, so every member must be one the injector may take down.
+	if anyMayFail {
+		add(2, step{kind: killMember, member: r.IntN(p.n), leader: true})
+		add(1, step{kind: pauseMember, member: r.IntN(p.n), leader: true})
+	}
+	if p.agentFaults < maxAgentFaults {
+		for i := range p.n {
+			if !slices.Contains(p.agentDown, i) {
+				add(1, step{kind: killAgent, member: i})
+				add(1, step{kind: pauseAgent, member: i})
+				add(1, step{kind: restartAgent, member: i})
+			}
+		}
+		add(3, step{kind: killAgent, member: r.IntN(p.n), leader: true})
+		add(3, step{kind: pauseAgent, member: r.IntN(p.n), leader: true})
+		add(1, step{kind: restartAgent, member: r.IntN(p.n), leader: true})
+	}
+	if firstHealable(p.memberDown, p.killed, p.leaves) >= 0 {
+		add(4, step{kind: healMember})
+	}
+	if len(p.agentDown) > 0 {
+		add(3, step{kind: healAgent})
+	}
+	if !p.apiRestarted {
+		add(1, step{kind: restartAPIServer})
+	}
+	add(1, step{kind: wait})
+
+	total := 0
+	for _, c := range cands {
+		total += c.weight
+	}
+	pick := r.IntN(total)
+	var s step
+	for _, c := range cands {
+		if pick < c.weight {
+			s = c.step
+			break
+		}
+		pick -= c.weight
+	}
+	s.before = time.Duration(r.Int64N(int64(maxBefore)))
+	if s.kind == wait {
+		s.before = time.Second + time.Duration(r.Int64N(int64(maxWait-time.Second)))
+	}
+	p.apply(s)
+	return s
+}
+
+func (p *planState) apply(s step) {
+	bit := uint(1) << s.member
+	switch s.kind {
+	case killMember:
+		p.memberDown = append(p.memberDown, s.member)
+		p.killed |= bit
+	case pauseMember:
+		p.memberDown = append(p.memberDown, s.member)
+	case healMember:
+		at := firstHealable(p.memberDown, p.killed, p.leaves)
+		p.killed &^= 1 << p.memberDown[at]
+		p.memberDown = slices.Delete(p.memberDown, at, at+1)
+	case killAgent, pauseAgent:
+		p.agentDown = append(p.agentDown, s.member)
+		p.agentFaults++
+	case restartAgent:
+		p.agentFaults++
+	case healAgent:
+		p.agentDown = p.agentDown[1:]
+	case restartAPIServer:
+		p.apiRestarted = true
+	case leave:
+		p.leaves |= bit
+	case cancelLeave:
+		p.cancelled |= bit
+	case rejoin:
+		// The wiped member comes back as a new member, up and with no leave of its own.
+		p.leaves &^= bit
+		p.killed &^= bit
+		p.memberDown = slices.DeleteFunc(p.memberDown, func(i int) bool { return i == s.member })
+	}
+}
+
+// TestPlanIsDeterministic: a seed names one sequence of steps, which is what makes a failing
+// run's seed worth printing.
+func TestPlanIsDeterministic(t *testing.T) {
+	for index := 1; index <= 50; index++ {
+		a, b := planScenario(42, index, 4), planScenario(42, index, 4)
+		if a.String() != b.String() {
+			t.Fatalf("scenario %d differs between two plans of one seed:\n%s\n%s", index, a, b)
+		}
+		if a.crash == nil && len(a.steps) == 0 {
+			t.Errorf("scenario %d has no steps", index)
+		}
+	}
+	if planScenario(1, 1, 4).String() == planScenario(2, 1, 4).String() &&
+		planScenario(1, 2, 4).String() == planScenario(2, 2, 4).String() {
+		t.Errorf("seeds 1 and 2 plan the same scenarios")
+	}
+}

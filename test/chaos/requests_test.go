@@ -1,0 +1,179 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/internal/status"
+)
+
+// leave asks for member i's removal as an operator would, through spec.leave, on the object
+// version whose member ID it recorded: the ID is what the removal is then allowed for.
+func (r *run) leave(i int, crash string) (string, error) {
+	m := r.w.members[i]
+	r.mu.Lock()
+	pending := r.pending&(1<<i) != 0
+	r.mu.Unlock()
+	if pending {
+		return "", skip("%s has a leave pending", m.Name)
+	}
+	var l *leaveRec
+	err := eventually(15*time.Second, func(ctx context.Context) error {
+		obj, err := r.w.object(ctx, m.Name)
+		if err != nil {
+			return err
+		}
+		// After a re-join the object records the new member once its agent took it over.
+		if obj.Status.MemberID != m.IDHex() || !status.IsTrue(obj, v1alpha1.ConditionJoined) {
+			return fmt.Errorf("the object does not record the member yet: %s", describe(obj))
+		}
+		l = &leaveRec{scenario: r.scenario, member: i, name: m.Name, id: m.ID(), idHex: m.IDHex(), crash: crash}
+		r.mu.Lock()
+		r.authorized[l.id] = l
+		r.mu.Unlock()
+		patch := client.MergeFromWithOptions(obj.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		obj.Spec.Leave = true
+		l.issued = time.Now()
+		return r.w.client.Patch(ctx, obj, patch)
+	})
+	if err != nil && l != nil && r.leaveLanded(l) {
+		// The patch landed, and only its answer was lost.
+		err = nil
+	}
+	if err != nil {
+		r.mu.Lock()
+		if l != nil {
+			delete(r.authorized, l.id)
+		}
+		r.mu.Unlock()
+		return "", skip("%s: %v", m.Name, err)
+	}
+	r.mu.Lock()
+	r.pending |= 1 << i
+	r.leaves = append(r.leaves, l)
+	r.c.leaves++
+	r.mu.Unlock()
+	return fmt.Sprintf("leave %s (member %s)", m.Name, l.idHex), nil
+}
+
+// leaveLanded tells whether the object asks for l's member to leave after all.
+func (r *run) leaveLanded(l *leaveRec) bool {
+	var landed bool
+	_ = eventually(callTimeout, func(ctx context.Context) error {
+		obj, err := r.w.object(ctx, l.name)
+		if err == nil {
+			landed = obj.Spec.Leave && obj.Status.MemberID == l.idHex
+		}
+		return err
+	})
+	return landed
+}
+
+// cancel sets spec.leave back to false.
+func (r *run) cancel(i int) (string, error) {
+	l := r.leaveOf(i)
+	if l == nil || l.cancelled || l.rejoined {
+		return "", skip("no leave of %s to cancel", nodeName(i))
+	}
+	err := eventually(15*time.Second, func(ctx context.Context) error {
+		obj, err := r.w.object(ctx, l.name)
+		if err != nil {
+			return err
+		}
+		if obj.Status.MemberID != l.idHex {
+			return fmt.Errorf("the object records another member: %s", describe(obj))
+		}
+		patch := client.MergeFromWithOptions(obj.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		obj.Spec.Leave = false
+		return r.w.client.Patch(ctx, obj, patch)
+	})
+	if err != nil {
+		return "", skip("cancel %s: %v", l.name, err)
+	}
+	r.mu.Lock()
+	l.cancelled = true
+	r.c.cancels++
+	r.mu.Unlock()
+	return "cancelled the " + l.String(), nil
+}
+
+// rejoin waits for member i's leave to be carried out, then brings the node back wiped, as a new
+// member, while whatever else is in flight goes on.
+func (r *run) rejoin(i int) (string, error) {
+	l := r.leaveOf(i)
+	if l == nil || l.cancelled || l.rejoined {
+		return "", skip("no leave of %s to re-join after", nodeName(i))
+	}
+	err := r.await(removedBound, func(ctx context.Context) error {
+		obj, err := r.w.object(ctx, l.name)
+		if err != nil {
+			return err
+		}
+		if !status.HasReason(obj, v1alpha1.ConditionLeft, v1alpha1.ReasonRemoved) || !status.IsTrue(obj, v1alpha1.ConditionLeft) {
+			return fmt.Errorf("not removed: %s", describe(obj))
+		}
+		list, err := r.w.memberList(ctx, r.upOrder())
+		if err != nil {
+			return err
+		}
+		if (memberSample{members: list.Members}).has(l.id) {
+			return fmt.Errorf("Left=True/Removed, but etcd still lists member %s", l.idHex)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", skip("%s: %v", l, err)
+	}
+	return r.rejoinMember(i)
+}
+
+// rejoinMember re-joins member i, whose member is no longer in etcd, if quorumHolds allows the
+// new member to count as down until it serves.
+func (r *run) rejoinMember(i int) (string, error) {
+	m := r.w.members[i]
+	r.mu.Lock()
+	voters, down, pending := r.voterBits()|1<<i, r.downBits()|1<<i, r.pending&^(1<<i)
+	r.mu.Unlock()
+	// A cluster of one can only grow through one of two: etcd allows that add, and so does the
+	// injector, when the one is up.
+	fromOne := bits.OnesCount(voters&^(1<<i)) == 1 && down&voters&^(1<<i) == 0
+	if !quorumHolds(voters, down, pending) && !fromOne {
+		return "", skip("re-joining %s now could cost quorum", m.Name)
+	}
+	start, old := time.Now(), m.IDHex()
+	r.setMember(i, joining)
+	// The node comes back as a whole: an agent that went down with it, or was stopped with its
+	// removal, starts with it and waits for its etcd, as on a booting machine.
+	r.mu.Lock()
+	agentState := r.agent[i]
+	r.mu.Unlock()
+	node := r.bringNode(i)
+	if agentState == retired {
+		r.startAgent(i, retired)
+		node = " and its agent"
+	}
+	r.w.cluster.Rejoin(r.t, m, false)
+	r.setMember(i, up)
+	r.mu.Lock()
+	r.pending &^= 1 << i
+	if l := r.leaveOfLocked(i); l != nil {
+		l.rejoined = true
+	}
+	r.c.rejoins++
+	r.mu.Unlock()
+	return fmt.Sprintf("re-joined %s%s: member %s is now %s (%s)", m.Name, node, old, m.IDHex(), time.Since(start).Round(100*time.Millisecond)), nil
+}
+
+func (r *run) leaveOfLocked(i int) *leaveRec {
+	for k := len(r.leaves) - 1; k >= 0; k-- {
+		if r.leaves[k].member == i {
+			return r.leaves[k]
+		}
+	}
+	return nil
+}

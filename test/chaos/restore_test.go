@@ -1,0 +1,374 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/internal/status"
+)
+
+// Outcomes a leave may settle on once every fault is healed.
+const (
+	outcomeRemoved   = "removed"
+	outcomeRejoined  = "removed and re-joined"
+	outcomeCancelled = "cancelled"
+	outcomeLastVoter = "refused as last voter"
+)
+
+// restore heals every fault, checks that each leave of the scenario reached its outcome in
+// bounded time, brings removed members back and checks that the objects match etcd again: the
+// next scenario starts from the baseline.
+func (r *run) restore() {
+	r.t.Helper()
+	r.healAll()
+	r.settleLeaves()
+	r.releaseLastVoters()
+	r.startKilledMembers()
+	r.rejoinRemoved()
+	r.converge()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pending = 0
+	r.leaves = nil
+	// A leave that ended without a removal no longer permits one.
+	for id, l := range r.authorized {
+		if l.outcome == outcomeCancelled || l.outcome == outcomeLastVoter {
+			delete(r.authorized, id)
+		}
+	}
+}
+
+// healAll resumes and starts everything the injector took down, except killed members with a
+// leave pending: they may be removed any moment, and are dealt with once their leave settled.
+func (r *run) healAll() {
+	r.t.Helper()
+	r.mu.Lock()
+	members, agents := slices.Clone(r.memberDown), slices.Clone(r.agentDown)
+	states, pending := slices.Clone(r.member), r.pending
+	r.mu.Unlock()
+	var healed []string
+	for _, i := range members {
+		m := r.w.members[i]
+		switch {
+		case states[i] == paused:
+			r.setMember(i, up)
+			m.Resume(r.t)
+		case pending&(1<<i) == 0:
+			r.setMember(i, up)
+			m.Start(r.t)
+		default:
+			continue
+		}
+		healed = append(healed, "etcd "+m.Name+r.bringNode(i))
+	}
+	for _, i := range agents {
+		r.mu.Lock()
+		state, withNode := r.agent[i], r.withNode&(1<<i) != 0
+		r.mu.Unlock()
+		if state == up || withNode || state == retired {
+			// Back already, or back with their node.
+			continue
+		}
+		r.startAgent(i, state)
+		healed = append(healed, "agent "+r.w.agents[i].Name)
+	}
+	if len(healed) > 0 {
+		r.logf("  healed %s", strings.Join(healed, ", "))
+	}
+}
+
+// settleLeaves waits until every leave of the scenario has its outcome: removed (Left=True,
+// reason Removed, and etcd no longer lists the member), cancelled (the member stays and no Left
+// condition is left behind), or refused because the member is the last voter. With every fault
+// healed nothing else can hold a leave up for long: a refusal for quorum is re-checked every
+// second, and every voter is healthy again.
+func (r *run) settleLeaves() {
+	r.t.Helper()
+	r.mu.Lock()
+	leaves := slices.Clone(r.leaves)
+	r.mu.Unlock()
+	if len(leaves) == 0 {
+		return
+	}
+	start := time.Now()
+	err := r.await(settleBound, func(ctx context.Context) error {
+		list, objs, err := r.snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		var unsettled []error
+		for _, l := range leaves {
+			if l.outcome != "" {
+				continue
+			}
+			obj := objs[l.name]
+			out, ok := outcome(l, obj, list)
+			if !ok {
+				unsettled = append(unsettled, fmt.Errorf("%s: %s; Left went %v", l, describe(obj), l.reasons))
+				continue
+			}
+			r.mu.Lock()
+			l.outcome = out
+			r.c.outcomes[out]++
+			if out != outcomeLastVoter {
+				// Removed, or cancelled and settled: nothing more can come of it.
+				r.pending &^= 1 << l.member
+			}
+			r.mu.Unlock()
+		}
+		return errors.Join(unsettled...)
+	})
+	if err != nil {
+		r.violate("settle", "leaves without an outcome %s after every fault was healed (%s): %v", settleBound, r.leaderInfo(), err)
+		return
+	}
+	var outs []string
+	for _, l := range leaves {
+		outs = append(outs, l.name+" "+l.outcome)
+	}
+	r.logf("  leaves settled in %s: %s", time.Since(start).Round(100*time.Millisecond), strings.Join(outs, ", "))
+}
+
+func outcome(l *leaveRec, obj *v1alpha1.EtcdMember, list memberSample) (string, bool) {
+	if l.rejoined {
+		// The re-join step waited for Left=True/Removed before wiping the node.
+		return outcomeRejoined, true
+	}
+	if obj == nil || obj.Status.MemberID != l.idHex {
+		return "", false
+	}
+	left := status.Get(obj, v1alpha1.ConditionLeft)
+	listed := list.has(l.id)
+	switch {
+	case !listed && left != nil && left.Status == metav1.ConditionTrue && left.Reason == v1alpha1.ReasonRemoved:
+		return outcomeRemoved, true
+	case listed && l.cancelled && left == nil && !obj.Spec.Leave:
+		return outcomeCancelled, true
+	case listed && obj.Spec.Leave && left != nil && list.voters() == 1 &&
+		(left.Reason == v1alpha1.ReasonLastVoter || left.Reason == v1alpha1.ReasonNoOtherAgent):
+		// The last voter's own agent leads (it hands over only to an agent whose member is
+		// still in etcd, and there is none) or another agent refused.
+		return outcomeLastVoter, true
+	}
+	return "", false
+}
+
+// leaderInfo says which agent holds the Lease and how its node is, for a stalled leave.
+func (r *run) leaderInfo() string {
+	i, ok := r.w.leaderAgent()
+	if !ok {
+		return "no agent holds the Lease"
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.w.members[i]
+	etcdState := "up"
+	switch {
+	case r.member[i] != up:
+		etcdState = fmt.Sprintf("taken down by the injector (%d)", r.member[i])
+	case !m.Running():
+		etcdState = "exited"
+	case !r.list.has(m.ID()):
+		etcdState = "removed from the cluster"
+	}
+	return fmt.Sprintf("the Lease is held by agent %s, whose etcd member %s is %s", m.Name, m.IDHex(), etcdState)
+}
+
+// snapshot reads the member list and the objects by name.
+func (r *run) snapshot(ctx context.Context) (memberSample, map[string]*v1alpha1.EtcdMember, error) {
+	resp, err := r.w.memberList(ctx, r.upOrder())
+	if err != nil {
+		return memberSample{}, nil, err
+	}
+	items, err := r.w.objects(ctx)
+	if err != nil {
+		return memberSample{}, nil, err
+	}
+	objs := map[string]*v1alpha1.EtcdMember{}
+	for i := range items {
+		objs[items[i].Name] = &items[i]
+	}
+	return memberSample{at: time.Now(), members: resp.Members}, objs, nil
+}
+
+// releaseLastVoters cancels the leaves refused because their member is the last voter, so the
+// removed members can join it again, and waits for the Left condition to go.
+func (r *run) releaseLastVoters() {
+	r.t.Helper()
+	r.mu.Lock()
+	leaves := slices.Clone(r.leaves)
+	r.mu.Unlock()
+	for _, l := range leaves {
+		if l.outcome != outcomeLastVoter {
+			continue
+		}
+		err := eventually(settleBound, func(ctx context.Context) error {
+			obj, err := r.w.object(ctx, l.name)
+			if err != nil {
+				return err
+			}
+			if obj.Spec.Leave {
+				patch := client.MergeFromWithOptions(obj.DeepCopy(), client.MergeFromWithOptimisticLock{})
+				obj.Spec.Leave = false
+				if err := r.w.client.Patch(ctx, obj, patch); err != nil {
+					return err
+				}
+			}
+			if c := status.Get(obj, v1alpha1.ConditionLeft); c != nil {
+				return fmt.Errorf("the cancelled leave still shows: %s", describe(obj))
+			}
+			return nil
+		})
+		if err != nil {
+			r.violate("release "+l.name, "cancelling the %s refused as last voter: %v", l, err)
+			continue
+		}
+		r.mu.Lock()
+		r.pending &^= 1 << l.member
+		r.mu.Unlock()
+	}
+}
+
+// startKilledMembers starts the killed members etcd still lists: their leave was cancelled.
+func (r *run) startKilledMembers() {
+	r.t.Helper()
+	r.mu.Lock()
+	down := slices.Clone(r.memberDown)
+	r.mu.Unlock()
+	if len(down) == 0 {
+		return
+	}
+	var list memberSample
+	if err := eventually(2*callTimeout, func(ctx context.Context) error {
+		resp, err := r.w.memberList(ctx, r.upOrder())
+		if err == nil {
+			list = memberSample{members: resp.Members}
+		}
+		return err
+	}); err != nil {
+		r.violate("restore list", "reading the member list to restore the baseline: %v", err)
+		return
+	}
+	for _, i := range down {
+		m := r.w.members[i]
+		if !list.has(m.ID()) {
+			continue
+		}
+		r.setMember(i, up)
+		m.Start(r.t)
+		r.logf("  started etcd %s%s, whose leave was not carried out", m.Name, r.bringNode(i))
+	}
+}
+
+// rejoinRemoved brings every member etcd no longer lists back as a new member.
+func (r *run) rejoinRemoved() {
+	r.t.Helper()
+	var removed []int
+	err := eventually(callTimeout*2, func(ctx context.Context) error {
+		resp, err := r.w.memberList(ctx, r.upOrder())
+		if err != nil {
+			return err
+		}
+		list := memberSample{members: resp.Members}
+		removed = removed[:0]
+		for i, m := range r.w.members {
+			if !list.has(m.ID()) {
+				removed = append(removed, i)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		r.violate("restore list", "reading the member list to restore the baseline: %v", err)
+		return
+	}
+	for _, i := range removed {
+		what, err := r.rejoinMember(i)
+		if err != nil {
+			r.violate("restore "+nodeName(i), "re-joining %s to restore the baseline: %v", nodeName(i), err)
+			continue
+		}
+		r.logf("  %s", what)
+	}
+}
+
+// converge waits until etcd, the processes and the objects are at the baseline again: every
+// member listed, started and a voter; every agent up and registered; one object per member that
+// records it truthfully (Joined, peer URLs, no leave left); no other object claiming a listed
+// member or saying Joined; and an agent holding the Lease.
+func (r *run) converge() {
+	r.t.Helper()
+	start := time.Now()
+	err := eventually(settleBound, func(ctx context.Context) error {
+		list, objs, err := r.snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		var errs []error
+		if len(list.members) != r.n {
+			errs = append(errs, fmt.Errorf("etcd lists %d members (%s), want %d", len(list.members), renderMembers(list.members), r.n))
+		}
+		for _, mm := range list.members {
+			if mm.IsLearner || mm.Name == "" {
+				errs = append(errs, fmt.Errorf("member %x is a learner or has not started: %v", mm.ID, mm))
+			}
+		}
+		claimed := map[string]string{}
+		for i, m := range r.w.members {
+			if !list.has(m.ID()) {
+				errs = append(errs, fmt.Errorf("etcd does not list %s (%s)", m.Name, m.IDHex()))
+			}
+			if !m.Running() {
+				errs = append(errs, fmt.Errorf("etcd %s does not run", m.Name))
+			}
+			if !r.w.agents[i].Running() || !r.w.agentReady(i) {
+				errs = append(errs, fmt.Errorf("agent %s is not ready", m.Name))
+			}
+			obj := objs[m.Name]
+			switch {
+			case obj == nil:
+				errs = append(errs, fmt.Errorf("no object %s", m.Name))
+			case obj.Status.MemberID != m.IDHex() || !status.IsTrue(obj, v1alpha1.ConditionJoined) || obj.Spec.Leave ||
+				status.Get(obj, v1alpha1.ConditionLeft) != nil || obj.Status.IsLearner ||
+				!status.IsTrue(obj, v1alpha1.ConditionHealthy) ||
+				!slices.Equal(obj.Status.PeerURLs, []string{m.PeerURL()}) ||
+				!controllerutil.ContainsFinalizer(obj, v1alpha1.FinalizerMember):
+				errs = append(errs, fmt.Errorf("object does not match member %s (%s, %s): %s peerURLs=%v finalizers=%v",
+					m.Name, m.IDHex(), m.PeerURL(), describe(obj), obj.Status.PeerURLs, obj.Finalizers))
+			default:
+				claimed[obj.Status.MemberID] = obj.Name
+			}
+		}
+		for name, obj := range objs {
+			if r.w.cluster.Member(name) != nil {
+				continue
+			}
+			if other, ok := claimed[obj.Status.MemberID]; ok {
+				errs = append(errs, fmt.Errorf("objects %s and %s both record member %s: %s", other, name, obj.Status.MemberID, describe(obj)))
+			} else if list.has(idOf(obj)) {
+				errs = append(errs, fmt.Errorf("%s records a listed member that no node's object has: %s", name, describe(obj)))
+			}
+			if status.IsTrue(obj, v1alpha1.ConditionJoined) && !list.has(idOf(obj)) {
+				errs = append(errs, fmt.Errorf("%s says Joined for a member etcd does not list: %s", name, describe(obj)))
+			}
+		}
+		if _, ok := r.w.leaderAgent(); !ok {
+			errs = append(errs, errors.New("no agent holds the Lease"))
+		}
+		return errors.Join(errs...)
+	})
+	if err != nil {
+		r.violate("converge", "the baseline did not come back within %s: %v", settleBound, err)
+		return
+	}
+	r.logf("  baseline back in %s", time.Since(start).Round(100*time.Millisecond))
+}

@@ -1,0 +1,282 @@
+package chaos
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fault is what the injector did to a member or an agent.
+type fault int
+
+const (
+	up         fault = iota
+	killed           // SIGKILL
+	paused           // SIGSTOP
+	restarting       // between SIGTERM and the start that follows
+	joining          // a member being re-joined: added to etcd, not serving yet
+	crashed          // an agent that exited by itself and has not been started again
+	retired          // an agent stopped because its member was removed (whole-node mode)
+)
+
+// leaveRec is one leave request and what became of it.
+type leaveRec struct {
+	scenario int
+	member   int
+	name     string
+	id       uint64
+	idHex    string
+	issued   time.Time
+	// crash is the failpoint the agent carrying it out was armed with, if any.
+	crash string
+
+	cancelled bool
+	rejoined  bool
+	// reasons are the Left conditions seen, as status/reason, consecutive repeats dropped.
+	reasons   []string
+	explained time.Time // when a Left condition was first seen
+	removed   time.Time // when the monitor first saw the member gone from etcd
+	outcome   string
+}
+
+func (l *leaveRec) String() string {
+	return fmt.Sprintf("leave of %s (member %s, scenario %d)", l.name, l.idHex, l.scenario)
+}
+
+// violation is a broken invariant.
+type violation struct {
+	scenario int
+	at       time.Duration // since the run started
+	msg      string
+}
+
+// counts are what the summary reports.
+type counts struct {
+	scenarios, steps, skipped int
+	faults                    map[string]int
+	leaves, cancels, refusals int
+	handOvers, etcdErrors     int
+	removals, rejoins         int
+	crashArmed, crashHit      map[string]int
+	outcomes                  map[string]int
+	scenarioTime              []time.Duration
+	explainTime               []time.Duration
+}
+
+// run is one chaos run: the world, the injector's bookkeeping and what the monitors saw. mu
+// guards everything the monitors read; the injector (the test goroutine) is the only writer of
+// the fault state, so it may read that without the lock.
+type run struct {
+	t     *testing.T
+	cfg   config
+	w     *world
+	n     int
+	all   uint
+	start time.Time
+
+	mu         sync.Mutex
+	scenario   int
+	member     []fault
+	memberDown []int // members taken down, in order
+	agent      []fault
+	agentDown  []int
+	// withNode are the agents taken down together with their etcd member (whole-node mode):
+	// they come back with it, not on their own.
+	withNode uint
+	armed    []string
+	// pending are the members whose leave the controller may still carry out: set when the leave
+	// is sent, cleared only once the baseline is restored or the member re-joined.
+	pending uint
+	leaves  []*leaveRec
+	// authorized maps every member ID a leave asked to remove to that leave: the only removals
+	// the monitor accepts.
+	authorized map[uint64]*leaveRec
+	// list is the latest member list the monitor read.
+	list       memberSample
+	violations []violation
+	reported   map[string]bool
+	// exitSeen is when a member process was first seen gone while etcd still listed it.
+	exitSeen map[string]time.Time
+	c        counts
+}
+
+func newRun(t *testing.T, cfg config, w *world) *run {
+	n := len(w.members)
+	r := &run{
+		t: t, cfg: cfg, w: w, n: n, all: uint(1)<<n - 1, start: time.Now(),
+		member: make([]fault, n), agent: make([]fault, n), armed: make([]string, n),
+		authorized: map[uint64]*leaveRec{}, reported: map[string]bool{}, exitSeen: map[string]time.Time{},
+	}
+	r.c.faults, r.c.outcomes = map[string]int{}, map[string]int{}
+	r.c.crashArmed, r.c.crashHit = map[string]int{}, map[string]int{}
+	return r
+}
+
+func (r *run) since() time.Duration { return time.Since(r.start).Truncate(100 * time.Millisecond) }
+
+func (r *run) logf(format string, args ...any) {
+	r.t.Helper()
+	r.t.Logf("%8s  %s", r.since(), fmt.Sprintf(format, args...))
+}
+
+// violate records a broken invariant, once per key: a monitor sees the same state many times.
+func (r *run) violate(key, format string, args ...any) {
+	r.t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.violateLocked(key, format, args...)
+}
+
+func (r *run) violateLocked(key, format string, args ...any) {
+	r.t.Helper()
+	key = fmt.Sprintf("%d/%s", r.scenario, key)
+	if r.reported[key] {
+		return
+	}
+	r.reported[key] = true
+	v := violation{scenario: r.scenario, at: r.since(), msg: fmt.Sprintf(format, args...)}
+	r.violations = append(r.violations, v)
+	r.t.Errorf("VIOLATION in scenario %d at %s: %s", v.scenario, v.at, v.msg)
+}
+
+func (r *run) violated() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.violations) > 0
+}
+
+// downBits are the members the injector has taken down or is re-joining.
+func (r *run) downBits() uint {
+	var d uint
+	for i, f := range r.member {
+		if f != up {
+			d |= 1 << i
+		}
+	}
+	return d
+}
+
+// voterBits are the members the latest member list names, and the one being re-joined. A stale
+// list can only miss a member the harness has just re-joined, which runs: leaving it out never
+// makes quorumHolds more lenient.
+func (r *run) voterBits() uint {
+	var v uint
+	for i, m := range r.w.members {
+		if r.member[i] == joining || r.list.has(m.ID()) {
+			v |= 1 << i
+		}
+	}
+	return v
+}
+
+func (r *run) setMember(i int, f fault) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.member[i] = f
+	if f == up || f == joining {
+		r.memberDown = slices.DeleteFunc(r.memberDown, func(j int) bool { return j == i })
+	} else if !slices.Contains(r.memberDown, i) {
+		r.memberDown = append(r.memberDown, i)
+	}
+}
+
+func (r *run) setAgent(i int, f fault) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.agent[i] = f
+	if f == up {
+		r.agentDown = slices.DeleteFunc(r.agentDown, func(j int) bool { return j == i })
+	} else if !slices.Contains(r.agentDown, i) {
+		r.agentDown = append(r.agentDown, i)
+	}
+}
+
+// upOrder lists the members the injector has not taken down, starting at a different one each
+// time so that reads spread over them.
+func (r *run) upOrder() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var order []int
+	off := int(time.Now().UnixNano() % int64(r.n))
+	for k := range r.n {
+		if i := (k + off) % r.n; r.member[i] == up {
+			order = append(order, i)
+		}
+	}
+	return order
+}
+
+func (r *run) leaveOf(i int) *leaveRec {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range slices.Backward(r.leaves) {
+		if l.member == i {
+			return l
+		}
+	}
+	return nil
+}
+
+// summary renders the counts, one figure per line.
+func (r *run) summary() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := &r.c
+	var b strings.Builder
+	fmt.Fprintf(&b, "chaos summary\n")
+	fmt.Fprintf(&b, "  seed        %d\n", r.cfg.seed)
+	fmt.Fprintf(&b, "  members     %d etcd members, one agent each\n", r.n)
+	fmt.Fprintf(&b, "  scenarios   %d of %d (%d crash-point scenarios)\n", c.scenarios, r.cfg.total(), sum(c.crashArmed))
+	fmt.Fprintf(&b, "  steps       %d run, %d skipped as no longer fitting\n", c.steps, c.skipped)
+	fmt.Fprintf(&b, "  faults      %d: %s\n", sum(c.faults), render(c.faults))
+	fmt.Fprintf(&b, "  leaves      %d (%d cancelled), outcomes: %s\n", c.leaves, c.cancels, render(c.outcomes))
+	fmt.Fprintf(&b, "  refusals    %d leaves refused at least once (QuorumAtRisk or LastVoter); %d handed over; %d met an etcd error\n", c.refusals, c.handOvers, c.etcdErrors)
+	fmt.Fprintf(&b, "  removals    %d seen in etcd's member list; %d re-joins\n", c.removals, c.rejoins)
+	fmt.Fprintf(&b, "  crash points armed %s, hit %s\n", render(c.crashArmed), render(c.crashHit))
+	fmt.Fprintf(&b, "  explained   a leave's first Left condition after %s at the median, %s at most\n", median(c.explainTime), maxOf(c.explainTime))
+	fmt.Fprintf(&b, "  scenario    %s at the median, %s at most\n", median(c.scenarioTime), maxOf(c.scenarioTime))
+	fmt.Fprintf(&b, "  wall time   %s\n", time.Since(r.start).Round(time.Second))
+	fmt.Fprintf(&b, "  violations  %d\n", len(r.violations))
+	for _, v := range r.violations {
+		fmt.Fprintf(&b, "    scenario %d at %s: %s\n", v.scenario, v.at, v.msg)
+	}
+	return b.String()
+}
+
+func sum(m map[string]int) int {
+	total := 0
+	for _, v := range m {
+		total += v
+	}
+	return total
+}
+
+func render(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(ds))
+	return s[len(s)/2].Round(100 * time.Millisecond)
+}
+
+func maxOf(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	return slices.Max(ds).Round(100 * time.Millisecond)
+}
