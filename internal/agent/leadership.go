@@ -155,7 +155,7 @@ func (l *leadership) runTerm(ctx context.Context) error {
 	// One connection per member for the term's probes and removals.
 	pool := etcd.NewPool(l.etcd)
 	defer pool.Close()
-	watcher := controller.NewMembershipWatcher(mgr.GetClient(), mgr.GetAPIReader(), l.etcd, pool, controller.WatcherConfig{
+	watcher := controller.NewMembershipWatcher(mgr.GetClient(), mgr.GetAPIReader(), l.etcd, pool, l.events, controller.WatcherConfig{
 		PollInterval: l.opts.MembershipPollInterval, ProbeInterval: l.opts.ProbeInterval,
 		ProbeTimeout: l.opts.ProbeTimeout, HealthRefresh: l.opts.HealthRefresh,
 	})

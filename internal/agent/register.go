@@ -284,10 +284,8 @@ func (r *Registrar) takeOver(ctx context.Context, obj *v1alpha1.EtcdMember, self
 		}
 	}
 	log := logf.FromContext(ctx)
-	if _, auto := obj.Annotations[v1alpha1.AnnotationLeaveReason]; obj.Spec.Leave || auto {
+	if status.ClearLeave(obj) {
 		log.Info("Clearing the completed leave of the earlier member", "object", obj.Name, "previousMemberID", previous)
-		obj.Spec.Leave = false
-		delete(obj.Annotations, v1alpha1.AnnotationLeaveReason)
 		uctx, cancel := context.WithTimeout(ctx, apiTimeout)
 		defer cancel()
 		if err := r.Client.Update(uctx, obj); err != nil {
@@ -295,15 +293,7 @@ func (r *Registrar) takeOver(ctx context.Context, obj *v1alpha1.EtcdMember, self
 		}
 	}
 	log.Info("Re-joined under an existing name", "object", obj.Name, "memberID", etcd.IDString(self.ID), "previousMemberID", previous)
-	status.Observe(obj, self)
-	obj.Status.ObservedGeneration = obj.Generation
-	// What the leader recorded of the earlier member does not describe this one.
-	for _, c := range []string{v1alpha1.ConditionLeft, v1alpha1.ConditionPromoted, v1alpha1.ConditionHealthy, v1alpha1.ConditionRemovable} {
-		status.Remove(obj, c)
-	}
-	obj.Status.Health = nil
-	msg := fmt.Sprintf("Re-joined as member %s; the earlier member %s is gone from etcd.", obj.Status.MemberID, previous)
-	status.Set(obj, v1alpha1.ConditionJoined, metav1.ConditionTrue, v1alpha1.ReasonRejoined, msg)
+	msg := status.Rejoin(obj, self)
 	if err := r.writeStatus(ctx, obj); err != nil {
 		return err
 	}

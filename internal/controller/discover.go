@@ -57,6 +57,13 @@ func (w *MembershipWatcher) discover(ctx context.Context, members []etcd.Member)
 			waiting = true
 			continue
 		}
+		if old := rejoining(list.Items, m, members); old != "" {
+			if err := w.takeOver(ctx, old, m, members); err != nil {
+				w.unregistered = unregistered
+				return true, err
+			}
+			continue
+		}
 		name := discoveredName(m, taken)
 		taken[name] = true
 		if err := w.createDiscovered(ctx, name, m); err != nil {
@@ -78,6 +85,69 @@ func registering(objects []v1alpha1.EtcdMember, m etcd.Member) bool {
 		}
 	}
 	return false
+}
+
+// rejoining returns the name of the object a re-joined member's agent would take over: the one
+// its name maps to, recording a member that is gone from etcd. "" when there is none.
+func rejoining(objects []v1alpha1.EtcdMember, m etcd.Member, members []etcd.Member) string {
+	name := naming.ObjectName(m.Name)
+	if name == "" {
+		return ""
+	}
+	for _, o := range objects {
+		if o.Name == name && o.DeletionTimestamp == nil && o.Status.MemberID != "" && !listed(o.Status.MemberID, members) {
+			return name
+		}
+	}
+	return ""
+}
+
+func listed(id string, members []etcd.Member) bool {
+	for _, m := range members {
+		if etcd.IDString(m.ID) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// takeOver records a re-joined member in the object its name maps to, as the member's agent
+// does. The agent may start late or not at all; a new object for the member would be a second
+// one recording it once the agent took its own over (the chaos run found exactly that). If the
+// agent gets there first, the object already records the member and nothing is written.
+func (w *MembershipWatcher) takeOver(ctx context.Context, name string, m etcd.Member, members []etcd.Member) error {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	var (
+		msg   string
+		taken *v1alpha1.EtcdMember
+	)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		msg = ""
+		cur := &v1alpha1.EtcdMember{}
+		if err := w.reader.Get(ctx, types.NamespacedName{Name: name}, cur); err != nil {
+			return err
+		}
+		if cur.DeletionTimestamp != nil || cur.Status.MemberID == etcd.IDString(m.ID) || listed(cur.Status.MemberID, members) {
+			return nil
+		}
+		logf.FromContext(ctx).Info("Taking an object over for a re-joined member", "object", name,
+			"memberID", etcd.IDString(m.ID), "previousMemberID", cur.Status.MemberID)
+		if status.ClearLeave(cur) {
+			if err := w.client.Update(ctx, cur); err != nil {
+				return err
+			}
+		}
+		msg, taken = status.Rejoin(cur, m), cur
+		return w.client.Status().Update(ctx, cur)
+	})
+	if err != nil {
+		return fmt.Errorf("taking %s over for re-joined member %s: %w", name, etcd.IDString(m.ID), err)
+	}
+	if msg != "" {
+		w.events.Normal(ctx, taken, v1alpha1.ReasonRejoined, "Observe", msg)
+	}
+	return nil
 }
 
 // discoveredName is the member's usual object name when free; the name with the member ID

@@ -18,6 +18,7 @@ import (
 
 	"github.com/etcdmember/etcdmember/api/v1alpha1"
 	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/etcdmember/internal/events"
 )
 
 // Defaults of the watcher's intervals.
@@ -56,11 +57,12 @@ type MembershipWatcher struct {
 	reader        client.Reader
 	etcd          *etcd.Client
 	pool          *etcd.Pool
+	events        *events.Recorder
 	pollInterval  time.Duration
 	probeInterval time.Duration
 	probeTimeout  time.Duration
 	refresh       time.Duration
-	events        chan event.GenericEvent
+	enqueue       chan event.GenericEvent
 
 	// discoveryGrace is how long a member may go without an object before the watcher creates
 	// one; unregistered records since when each such member has been seen.
@@ -83,19 +85,19 @@ type WatcherConfig struct {
 
 // NewMembershipWatcher polls etcd and probes members over pool; c writes discovered objects and
 // reader reads around the cache, so that a member is never given two objects.
-func NewMembershipWatcher(c client.Client, reader client.Reader, e *etcd.Client, pool *etcd.Pool, cfg WatcherConfig) *MembershipWatcher {
+func NewMembershipWatcher(c client.Client, reader client.Reader, e *etcd.Client, pool *etcd.Pool, recorder *events.Recorder, cfg WatcherConfig) *MembershipWatcher {
 	return &MembershipWatcher{
-		client: c, reader: reader, etcd: e, pool: pool,
+		client: c, reader: reader, etcd: e, pool: pool, events: recorder,
 		pollInterval: cfg.PollInterval, probeInterval: cfg.ProbeInterval, probeTimeout: cfg.ProbeTimeout,
 		refresh:        cfg.HealthRefresh,
 		discoveryGrace: discoveryPolls * cfg.PollInterval,
-		events:         make(chan event.GenericEvent, 64),
+		enqueue:        make(chan event.GenericEvent, 64),
 	}
 }
 
 // Source is the controller's view of the watcher.
 func (w *MembershipWatcher) Source() source.Source {
-	return source.Channel(w.events, &handler.EnqueueRequestForObject{})
+	return source.Channel(w.enqueue, &handler.EnqueueRequestForObject{})
 }
 
 // Probes returns the latest probes, and false before the first.
@@ -254,7 +256,7 @@ func (w *MembershipWatcher) enqueueAll(ctx context.Context) error {
 	}
 	for i := range list.Items {
 		select {
-		case w.events <- event.GenericEvent{Object: &list.Items[i]}:
+		case w.enqueue <- event.GenericEvent{Object: &list.Items[i]}:
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -60,3 +60,32 @@ func Observe(m *v1alpha1.EtcdMember, member etcd.Member) {
 			fmt.Sprintf("Member %s is in etcd's member list.", m.Status.MemberID))
 	}
 }
+
+// ClearLeave drops a completed leave request from an object that is being taken over for a new
+// member: spec.leave and the controller's reason annotation. It tells whether spec or metadata
+// changed, which then needs an update of its own before the status write.
+func ClearLeave(m *v1alpha1.EtcdMember) bool {
+	_, auto := m.Annotations[v1alpha1.AnnotationLeaveReason]
+	if !m.Spec.Leave && !auto {
+		return false
+	}
+	m.Spec.Leave = false
+	delete(m.Annotations, v1alpha1.AnnotationLeaveReason)
+	return true
+}
+
+// Rejoin records that the node of an object came back as a new member: the object now tracks
+// member, and what was recorded of the earlier member (its leave, health, promotion) goes. It
+// returns the message of the Joined condition, for an Event.
+func Rejoin(m *v1alpha1.EtcdMember, member etcd.Member) string {
+	previous := m.Status.MemberID
+	Observe(m, member)
+	m.Status.ObservedGeneration = m.Generation
+	for _, c := range []string{v1alpha1.ConditionLeft, v1alpha1.ConditionPromoted, v1alpha1.ConditionHealthy, v1alpha1.ConditionRemovable} {
+		Remove(m, c)
+	}
+	m.Status.Health = nil
+	msg := fmt.Sprintf("Re-joined as member %s; the earlier member %s is gone from etcd.", m.Status.MemberID, previous)
+	Set(m, v1alpha1.ConditionJoined, metav1.ConditionTrue, v1alpha1.ReasonRejoined, msg)
+	return msg
+}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -36,6 +37,37 @@ func TestRejoinAfterWipe(t *testing.T) {
 	// The object stays usable: the new member can leave again.
 	e.leave(target.Name)
 	e.waitFor(target.Name, "Left=True/Removed again", removedByUs)
+}
+
+// TestRejoinWithoutAgent: when the re-joined node's agent is not running (yet), the leader takes
+// the object over itself once the discovery grace has passed, rather than giving the member a
+// second object; the agent, started later, finds its member already recorded. The chaos run found
+// the second object when an agent came back later than the grace.
+func TestRejoinWithoutAgent(t *testing.T) {
+	e := newEnv(t, envConfig{size: 3})
+	target := otherThan(e, e.leaderAgent())
+	e.leave(target.Name)
+	e.waitFor(target.Name, "Left=True/Removed", removedByUs)
+	e.agents[target.Name].Stop(t)
+
+	e.cluster.Rejoin(t, target, false)
+	e.waitFor(target.Name, "taken over by the leader", func(m *v1alpha1.EtcdMember) bool {
+		return m.Status.MemberID == target.IDHex() && !m.Spec.Leave &&
+			hasCondition(m, v1alpha1.ConditionJoined, metav1.ConditionTrue, v1alpha1.ReasonRejoined)
+	})
+	e.agents[target.Name].Start(t)
+	// Two discovery graces at the tests' poll interval: long enough for a duplicate to appear.
+	e.holds(target.Name, "still the member's only object", 10*time.Second, func(m *v1alpha1.EtcdMember) bool {
+		return m.Status.MemberID == target.IDHex()
+	})
+	var list v1alpha1.EtcdMemberList
+	e.retry("list", func(ctx context.Context) error { return e.client.List(ctx, &list) })
+	for _, o := range list.Items {
+		if o.Name != target.Name && o.Status.MemberID == target.IDHex() {
+			t.Fatalf("object %s also records member %s: %s", o.Name, target.IDHex(), describe(&o))
+		}
+	}
+	e.waitEvent(target.Name, "Normal", v1alpha1.ReasonRejoined)
 }
 
 // removeByHand removes a member behind etcdmember's back, as an operator with etcdctl would.
