@@ -12,9 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdmember/etcdmember/api/v1alpha1"
@@ -76,20 +74,7 @@ func newEnv(t *testing.T, size int, agentArgs ...string) *env {
 
 func adminClient(t *testing.T, api *framework.APIServer) client.WithWatch {
 	t.Helper()
-	scheme := k8sruntime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	cfg := api.RESTConfig()
-	cfg.QPS, cfg.Burst = benchQPS, benchQPS
-	cl, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cl
+	return api.ObjectClient(t, benchQPS)
 }
 
 // leaderAgent returns the name of the agent holding the leader Lease, waiting for one.

@@ -13,9 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdmember/etcdmember/api/v1alpha1"
@@ -65,20 +63,7 @@ func newWorld(t *testing.T, size int, agentArgs []string) *world {
 	api.InstallEtcdmember(t)
 	w := &world{t: t, cluster: c, api: api, members: c.Members()}
 
-	scheme := k8sruntime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	cfg := api.RESTConfig()
-	cfg.QPS, cfg.Burst = clientQPS, clientQPS
-	cl, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.client = cl
+	w.client = api.ObjectClient(t, clientQPS)
 
 	_, kubeconfig := api.User(t, "etcdmember-agent", "etcdmember:agents")
 	for _, m := range w.members {
