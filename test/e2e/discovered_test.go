@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"testing"
+	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,14 +24,22 @@ func TestUnregisteredMembersAreDiscovered(t *testing.T) {
 	byHand := e.cluster.AddMember(t, "node-4", false)
 	twin := e.cluster.AddMemberAs(t, "node-5", "node-1", false)
 
-	// An unstarted voter costs quorum; with 5 started of 6 voters the cluster keeps working.
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	resp, err := e.cluster.Client(t).MemberAdd(ctx, []string{"http://" + net.JoinHostPort("127.0.0.1", "1")})
-	cancel()
-	if err != nil {
-		t.Fatalf("member add: %v", err)
+	// An unstarted voter costs quorum; with 5 started of 6 voters the cluster keeps working. etcd
+	// refuses ("unhealthy cluster") until the members just added have been connected a while, so
+	// that refusal is waited out.
+	var nameless uint64
+	for deadline := time.Now().Add(settle); ; time.Sleep(500 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		resp, err := e.cluster.Client(t).MemberAdd(ctx, []string{"http://" + net.JoinHostPort("127.0.0.1", "1")})
+		cancel()
+		if err == nil {
+			nameless = resp.Member.ID
+			break
+		}
+		if !errors.Is(err, rpctypes.ErrUnhealthy) || time.Now().After(deadline) {
+			t.Fatalf("member add: %v", err)
+		}
 	}
-	nameless := resp.Member.ID
 
 	want := map[string]uint64{
 		"node-4":                            byHand.ID(),
