@@ -95,6 +95,7 @@ func (l *leadership) Start(ctx context.Context) error {
 		// (nobody else took the Lease) and must not be withdrawn for that same leave.
 		deliberate := false
 		if l.opts.LeaderElect {
+			l.awaitLocalMember(ctx)
 			deliberate = l.holdOff(ctx)
 		}
 		termCtx, cancel := context.WithCancel(ctx)
@@ -182,6 +183,11 @@ func (l *leadership) runTerm(ctx context.Context) error {
 	}
 	if err := mgr.Add(termStarted{l}); err != nil {
 		return err
+	}
+	if l.opts.LeaderElect {
+		if err := mgr.Add(localGuard{l}); err != nil {
+			return err
+		}
 	}
 	if err := reconciler.SetupWithManager(mgr, watcher); err != nil {
 		return fmt.Errorf("setting up the leave controller: %w", err)
@@ -515,4 +521,66 @@ func newIdentity(name string) string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return name + "_" + hex.EncodeToString(b)
+}
+
+// The leader acts through its local etcd member: it reads the member list there and removes
+// members through it. An agent whose member is gone (removed, wiped, its etcd down) can hold the
+// Lease and do nothing, which the chaos run found: a leave waited on it for good. So an agent only
+// campaigns while its registrar reaches the local member, and a leader steps down once it has not
+// for localUnusableAfter sync intervals.
+const localUnusableAfter = 2
+
+// awaitLocalMember returns once the registrar's last sync reached the local member.
+func (l *leadership) awaitLocalMember(ctx context.Context) {
+	if l.registrar.Ready() == nil {
+		return
+	}
+	logf.FromContext(ctx).Info("Local etcd member not reachable or not in the member list; staying out of the election until it is")
+	tick := time.NewTicker(l.opts.RetryPeriod)
+	defer tick.Stop()
+	for l.registrar.Ready() != nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// localGuard ends a leadership term whose local member has been unusable too long.
+type localGuard struct{ l *leadership }
+
+func (g localGuard) NeedLeaderElection() bool { return true }
+
+func (g localGuard) Start(ctx context.Context) error {
+	limit := localUnusableAfter * g.l.opts.SyncInterval
+	tick := time.NewTicker(g.l.opts.RetryPeriod)
+	defer tick.Stop()
+	var since time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		if g.l.registrar.Ready() == nil {
+			since = time.Time{}
+			continue
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		if time.Since(since) < limit {
+			continue
+		}
+		logf.FromContext(ctx).Info("Local etcd member unusable; stepping down so that an agent with a working member leads", "for", time.Since(since).Round(time.Second))
+		g.l.mu.Lock()
+		stepDown := g.l.stepDown
+		g.l.mu.Unlock()
+		// Like a hand-over: never in the middle of a change.
+		g.l.changeLock.Lock()
+		stepDown()
+		g.l.changeLock.Unlock()
+		return nil
+	}
 }

@@ -234,3 +234,23 @@ func keyLines(text string) []string {
 	}
 	return out
 }
+
+// TestLeaderWithoutLocalEtcdStepsDown: a leading agent whose own etcd member has died cannot read
+// the member list or remove anything through it, so it gives up the Lease and an agent with a
+// working member carries out the next leave. The chaos run found a leave waiting on such a leader
+// for good.
+func TestLeaderWithoutLocalEtcdStepsDown(t *testing.T) {
+	e := newEnv(t, envConfig{size: 4})
+	leader := e.leaderAgent()
+	e.cluster.Member(leader).Kill(t)
+	// Four voters, one dead: removing a healthy one leaves 2 healthy of 3, quorum 2.
+	target := otherThan(e, leader)
+	e.leave(target.Name)
+	e.waitFor(target.Name, "Left=True/Removed", removedByUs)
+	if now := e.leaderAgent(); now == leader {
+		t.Fatalf("agent %s still leads without its etcd member", leader)
+	}
+	if !e.agentLogsContain("Local etcd member unusable; stepping down") {
+		t.Errorf("no agent logged stepping down for its unusable local member")
+	}
+}
