@@ -14,6 +14,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -122,6 +123,7 @@ func TestChaos(t *testing.T) {
 	defer func() {
 		fmt.Print(r.summary())
 		if t.Failed() {
+			r.keepLogs()
 			mode := ""
 			if cfg.wholeNodes {
 				mode = " CHAOS_WHOLE_NODES=1"
@@ -172,4 +174,30 @@ func (r *run) runScenario(sc scenario) {
 	r.c.scenarioTime = append(r.c.scenarioTime, took)
 	r.mu.Unlock()
 	r.logf("scenario %d done in %s", sc.index, took.Round(100*time.Millisecond))
+}
+
+// keepLogs copies every process's whole log out of the test's temporary directory, which is
+// deleted when the test ends: the tails the framework prints rarely reach back to the scenario
+// that failed.
+func (r *run) keepLogs() {
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("etcdmember-chaos-%d-%d", r.cfg.seed, r.lastScenario()))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Printf("keeping the logs: %v\n", err)
+		return
+	}
+	logs := map[string]string{"kube-apiserver.log": r.w.api.LogFile()}
+	for i, m := range r.w.members {
+		logs[m.Name+"-etcd.log"] = m.LogFile()
+		logs[m.Name+"-agent.log"] = r.w.agents[i].LogFile()
+	}
+	for name, path := range logs {
+		data, err := os.ReadFile(path)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name), data, 0o644)
+		}
+		if err != nil {
+			fmt.Printf("keeping %s: %v\n", path, err)
+		}
+	}
+	fmt.Printf("every process's log:        %s\n", dir)
 }

@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdmember/etcdmember/api/v1alpha1"
@@ -14,6 +15,10 @@ import (
 
 // leave asks for member i's removal as an operator would, through spec.leave, on the object
 // version whose member ID it recorded: the ID is what the removal is then allowed for.
+//
+// A patch whose answer is lost (a frozen etcd member stalls the apiserver's requests) may still
+// have landed. Such a leave stays allowed and pending, marked uncertain; the object shows later
+// whether it was sent.
 func (r *run) leave(i int, crash string) (string, error) {
 	m := r.w.members[i]
 	r.mu.Lock()
@@ -22,64 +27,66 @@ func (r *run) leave(i int, crash string) (string, error) {
 	if pending {
 		return "", skip("%s has a leave pending", m.Name)
 	}
-	var l *leaveRec
+	l := &leaveRec{scenario: r.scenario, member: i, name: m.Name, id: m.ID(), idHex: m.IDHex(), crash: crash}
+	sent := false
 	err := eventually(15*time.Second, func(ctx context.Context) error {
 		obj, err := r.w.object(ctx, m.Name)
 		if err != nil {
 			return err
 		}
 		// After a re-join the object records the new member once its agent took it over.
-		if obj.Status.MemberID != m.IDHex() || !status.IsTrue(obj, v1alpha1.ConditionJoined) {
+		if obj.Status.MemberID != l.idHex || !status.IsTrue(obj, v1alpha1.ConditionJoined) {
 			return fmt.Errorf("the object does not record the member yet: %s", describe(obj))
 		}
-		l = &leaveRec{scenario: r.scenario, member: i, name: m.Name, id: m.ID(), idHex: m.IDHex(), crash: crash}
+		if obj.Spec.Leave {
+			// An earlier attempt landed; only its answer was lost.
+			return nil
+		}
 		r.mu.Lock()
 		r.authorized[l.id] = l
 		r.mu.Unlock()
 		patch := client.MergeFromWithOptions(obj.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		obj.Spec.Leave = true
 		l.issued = time.Now()
+		sent = true
 		return r.w.client.Patch(ctx, obj, patch)
 	})
-	if err != nil && l != nil && r.leaveLanded(l) {
-		// The patch landed, and only its answer was lost.
-		err = nil
-	}
-	if err != nil {
+	switch {
+	case err == nil:
+	case !sent || refused(err):
 		r.mu.Lock()
-		if l != nil {
-			delete(r.authorized, l.id)
-		}
+		delete(r.authorized, l.id)
 		r.mu.Unlock()
 		return "", skip("%s: %v", m.Name, err)
+	default:
+		l.uncertain = true
 	}
 	r.mu.Lock()
 	r.pending |= 1 << i
 	r.leaves = append(r.leaves, l)
 	r.c.leaves++
 	r.mu.Unlock()
+	if l.uncertain {
+		return fmt.Sprintf("leave %s (member %s): whether the patch landed is unknown: %v", m.Name, l.idHex, err), nil
+	}
 	return fmt.Sprintf("leave %s (member %s)", m.Name, l.idHex), nil
 }
 
-// leaveLanded tells whether the object asks for l's member to leave after all.
-func (r *run) leaveLanded(l *leaveRec) bool {
-	var landed bool
-	_ = eventually(callTimeout, func(ctx context.Context) error {
-		obj, err := r.w.object(ctx, l.name)
-		if err == nil {
-			landed = obj.Spec.Leave && obj.Status.MemberID == l.idHex
-		}
-		return err
-	})
-	return landed
+// refused tells whether the apiserver answered a write with a refusal, so that it certainly did
+// not apply it; a timeout or a lost connection leaves that open.
+func refused(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsInvalid(err) ||
+		apierrors.IsForbidden(err) || apierrors.IsBadRequest(err)
 }
 
-// cancel sets spec.leave back to false.
+// cancel sets spec.leave back to false. A cancel whose answer is lost counts as sent: the leave
+// then ends either removed or cancelled, and both are accepted for a cancelled leave.
 func (r *run) cancel(i int) (string, error) {
 	l := r.leaveOf(i)
 	if l == nil || l.cancelled || l.rejoined {
 		return "", skip("no leave of %s to cancel", nodeName(i))
 	}
+	sent := false
 	err := eventually(15*time.Second, func(ctx context.Context) error {
 		obj, err := r.w.object(ctx, l.name)
 		if err != nil {
@@ -88,11 +95,15 @@ func (r *run) cancel(i int) (string, error) {
 		if obj.Status.MemberID != l.idHex {
 			return fmt.Errorf("the object records another member: %s", describe(obj))
 		}
+		if !obj.Spec.Leave {
+			return nil
+		}
 		patch := client.MergeFromWithOptions(obj.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		obj.Spec.Leave = false
+		sent = true
 		return r.w.client.Patch(ctx, obj, patch)
 	})
-	if err != nil {
+	if err != nil && (!sent || refused(err)) {
 		return "", skip("cancel %s: %v", l.name, err)
 	}
 	r.mu.Lock()

@@ -22,6 +22,7 @@ const (
 	outcomeRejoined  = "removed and re-joined"
 	outcomeCancelled = "cancelled"
 	outcomeLastVoter = "refused as last voter"
+	outcomeNotSent   = "never sent"
 )
 
 // restore heals every fault, checks that each leave of the scenario reached its outcome in
@@ -41,7 +42,7 @@ func (r *run) restore() {
 	r.leaves = nil
 	// A leave that ended without a removal no longer permits one.
 	for id, l := range r.authorized {
-		if l.outcome == outcomeCancelled || l.outcome == outcomeLastVoter {
+		if l.outcome == outcomeCancelled || l.outcome == outcomeLastVoter || l.outcome == outcomeNotSent {
 			delete(r.authorized, id)
 		}
 	}
@@ -153,6 +154,9 @@ func outcome(l *leaveRec, obj *v1alpha1.EtcdMember, list memberSample) (string, 
 		return outcomeRemoved, true
 	case listed && l.cancelled && left == nil && !obj.Spec.Leave:
 		return outcomeCancelled, true
+	case listed && l.uncertain && left == nil && !obj.Spec.Leave:
+		// The patch whose answer was lost never landed.
+		return outcomeNotSent, true
 	case listed && obj.Spec.Leave && left != nil && list.voters() == 1 &&
 		(left.Reason == v1alpha1.ReasonLastVoter || left.Reason == v1alpha1.ReasonNoOtherAgent):
 		// The last voter's own agent leads (it hands over only to an agent whose member is

@@ -36,6 +36,8 @@ type leaveRec struct {
 
 	cancelled bool
 	rejoined  bool
+	// uncertain: the patch's answer was lost, so the leave may not have been sent at all.
+	uncertain bool
 	// reasons are the Left conditions seen, as status/reason, consecutive repeats dropped.
 	reasons   []string
 	explained time.Time // when a Left condition was first seen
