@@ -118,9 +118,12 @@ func (r *LeaveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	members, err := r.Etcd.MemberList(ctx)
-	if err != nil {
-		return ctrl.Result{}, err
+	var members []etcd.Member
+	if !settledGone(m) {
+		var err error
+		if members, err = r.Etcd.MemberList(ctx); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	before := m.DeepCopy()
 	result, actErr := r.reconcile(ctx, m, members)
@@ -134,6 +137,16 @@ func (r *LeaveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		return ctrl.Result{}, errors.Join(actErr, err)
 	}
 	return result, actErr
+}
+
+// settledGone tells whether the object already records that its member left etcd. etcd never
+// gives a removed member's ID to another member, so that member cannot come back and the object
+// needs no member list: of the cluster's history, typically most objects, each then costs a
+// full resync no etcd call. Only a new member's takeover changes it again, and that write sets
+// Joined=True with the new ID.
+func settledGone(m *v1alpha1.EtcdMember) bool {
+	c := status.Get(m, v1alpha1.ConditionJoined)
+	return c != nil && c.Status == metav1.ConditionFalse
 }
 
 // syncFinalizer holds FinalizerMember exactly while the member is in etcd: a deletion the

@@ -1,11 +1,20 @@
 package controller
 
 import (
+	"context"
+	"sync"
 	"testing"
 
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/internal/events"
 	"github.com/etcdmember/etcdmember/internal/status"
 )
 
@@ -83,5 +92,52 @@ func TestChangedAnnouncesEachStateOnce(t *testing.T) {
 	fresh := member(true)
 	if c := changed(fresh, fresh.DeepCopy(), v1alpha1.ConditionLeft); c != nil {
 		t.Errorf("an absent condition was announced: %+v", c)
+	}
+}
+
+// TestReconcileOfSettledObjectReadsNoMemberList runs Reconcile without any etcd client: an object
+// whose member is recorded as gone must be reconciled from its own record (a full resync of a
+// cluster's history would otherwise cost one etcd round trip per object).
+func TestReconcileOfSettledObjectReadsNoMemberList(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := eventsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	// Removed long ago, then asked to leave again: the request is answered without etcd.
+	gone := member(true, cond(v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonNotFound))
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(gone).WithStatusSubresource(gone).Build()
+	r := &LeaveReconciler{Client: c, ChangeLock: &sync.Mutex{}, Events: &events.Recorder{Client: c, Namespace: "kube-system"}}
+
+	ctx := context.Background()
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: gone.Name}}); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	got := &v1alpha1.EtcdMember{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(gone), got); err != nil {
+		t.Fatal(err)
+	}
+	if !status.HasReason(got, v1alpha1.ConditionLeft, v1alpha1.ReasonNotFound) || status.IsTrue(got, v1alpha1.ConditionJoined) {
+		t.Errorf("conditions = %+v, want Joined=False and Left=True/NotFound", got.Status.Conditions)
+	}
+	if got.Status.ObservedGeneration != got.Generation {
+		t.Errorf("observedGeneration = %d, want %d", got.Status.ObservedGeneration, got.Generation)
+	}
+
+	for _, tc := range []struct {
+		name string
+		m    *v1alpha1.EtcdMember
+		want bool
+	}{
+		{"no Joined condition yet", member(false), false},
+		{"joined", member(false, cond(v1alpha1.ConditionJoined, metav1.ConditionTrue, v1alpha1.ReasonInMemberList)), false},
+		{"removed", member(true, cond(v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonRemoved)), true},
+		{"evicted", member(false, cond(v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonEvicted)), true},
+	} {
+		if got := settledGone(tc.m); got != tc.want {
+			t.Errorf("%s: settledGone = %t, want %t", tc.name, got, tc.want)
+		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdmember/etcdmember/api/v1alpha1"
 	"github.com/etcdmember/etcdmember/internal/status"
@@ -47,15 +49,24 @@ func (e *env) createHistory(n int) {
 			Spec:       v1alpha1.EtcdMemberSpec{Leave: true},
 		}
 		e.apiCall("create "+obj.Name, func(ctx context.Context) error { return e.client.Create(ctx, obj) })
-		obj.Status = v1alpha1.EtcdMemberStatus{
-			MemberID:           strconv.FormatUint(historyIDBase+uint64(i), 16),
-			PeerURLs:           []string{fmt.Sprintf("http://192.0.2.%d:2380", i%250+1)},
-			ObservedGeneration: obj.Generation,
-		}
-		msg := fmt.Sprintf("Member %s was removed from etcd on request.", obj.Status.MemberID)
-		status.Set(obj, v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonRemoved, msg)
-		status.Set(obj, v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved, msg)
-		e.apiCall("write status of "+obj.Name, func(ctx context.Context) error { return e.client.Status().Update(ctx, obj) })
+		// The leader reconciles the new object at once (it records no member ID yet), so the
+		// status write may meet a newer version: read it again and retry.
+		e.apiCall("write status of "+obj.Name, func(ctx context.Context) error {
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				if err := e.client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+					return err
+				}
+				obj.Status = v1alpha1.EtcdMemberStatus{
+					MemberID:           strconv.FormatUint(historyIDBase+uint64(i), 16),
+					PeerURLs:           []string{fmt.Sprintf("http://192.0.2.%d:2380", i%250+1)},
+					ObservedGeneration: obj.Generation,
+				}
+				msg := fmt.Sprintf("Member %s was removed from etcd on request.", obj.Status.MemberID)
+				status.Set(obj, v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonRemoved, msg)
+				status.Set(obj, v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved, msg)
+				return e.client.Status().Update(ctx, obj)
+			})
+		})
 	}
 }
 
