@@ -118,16 +118,22 @@ func (r *LeaveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	before := m.DeepCopy()
+	intent := r.earlyIntent(ctx, m)
 	var members []etcd.Member
 	if !settledGone(m) {
 		var err error
 		if members, err = r.Etcd.MemberList(ctx); err != nil {
-			return ctrl.Result{}, err
+			return ctrl.Result{}, errors.Join(err, intent.wait(m))
 		}
 	}
-	before := m.DeepCopy()
-	result, actErr := r.reconcile(ctx, m, members)
-	if !equality.Semantic.DeepEqual(before.Status, m.Status) {
+	result, actErr := r.reconcile(ctx, m, members, intent)
+	if err := intent.wait(m); err != nil {
+		return ctrl.Result{}, errors.Join(actErr, err)
+	}
+	// An intent written in this reconcile is overwritten even when the outcome matches the
+	// status from before it, such as a refusal repeated word for word.
+	if !equality.Semantic.DeepEqual(before.Status, m.Status) || m.ResourceVersion != before.ResourceVersion {
 		if err := r.Client.Status().Update(ctx, m); err != nil {
 			return ctrl.Result{}, errors.Join(actErr, fmt.Errorf("writing status of %s: %w", m.Name, err))
 		}
@@ -167,7 +173,7 @@ func (r *LeaveReconciler) syncFinalizer(ctx context.Context, m *v1alpha1.EtcdMem
 	return nil
 }
 
-func (r *LeaveReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember, members []etcd.Member) (ctrl.Result, error) {
+func (r *LeaveReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember, members []etcd.Member, intent *pendingIntent) (ctrl.Result, error) {
 	m.Status.ObservedGeneration = m.Generation
 	id, err := etcd.ParseID(m.Status.MemberID)
 	if err != nil {
@@ -190,7 +196,7 @@ func (r *LeaveReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember,
 	}
 	setRemovable(m, target, members, probes, probed)
 	if m.Spec.Leave {
-		return r.leave(ctx, m, target, members)
+		return r.leave(ctx, m, target, members, intent)
 	}
 	// A cancelled request leaves nothing to report.
 	status.Remove(m, v1alpha1.ConditionLeft)
@@ -232,8 +238,9 @@ func removed(m *v1alpha1.EtcdMember) {
 	status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved, msg)
 }
 
-// leave carries out a leave request for a member that is still in etcd.
-func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member) (ctrl.Result, error) {
+// leave carries out a leave request for a member that is still in etcd. intent is the Removing
+// intent's write when earlyIntent started one.
+func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, intent *pendingIntent) (ctrl.Result, error) {
 	log := logf.FromContext(ctx).WithValues("memberID", m.Status.MemberID)
 	if r.leaveSeen == nil {
 		r.leaveSeen = map[types.UID]time.Time{}
@@ -244,23 +251,9 @@ func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, tar
 	if target.ID == r.LocalMemberID() {
 		return r.handOver(ctx, m, target), nil
 	}
-	// The intent write is the slowest step before the removal. When the latest periodic probe
-	// already says the removal keeps quorum, it is written while the guard probes afresh; a
-	// refusal then overwrites it in this reconcile's status write, and a leader that stops in
-	// between leaves an intent for a member still in etcd, which the next one simply re-judges.
-	// A request the pre-flight refuses is judged first, so its re-checks cost no intent writes.
-	var intent <-chan intentResult
-	if status.IsTrue(m, v1alpha1.ConditionRemovable) {
-		intent = r.writeIntentAsync(ctx, m)
-	}
 	allowed := r.guard(ctx, m, target, members)
-	if intent != nil {
-		written := <-intent
-		if written.err != nil {
-			return ctrl.Result{}, written.err
-		}
-		// m's own status write follows the intent's.
-		m.ResourceVersion = written.resourceVersion
+	if err := intent.wait(m); err != nil {
+		return ctrl.Result{}, err
 	}
 	if !allowed {
 		return ctrl.Result{RequeueAfter: r.RecheckInterval}, nil
@@ -299,22 +292,48 @@ func (r *LeaveReconciler) writeIntent(ctx context.Context, m *v1alpha1.EtcdMembe
 	return nil
 }
 
-// intentResult is the outcome of an intent write: the object's new resourceVersion, or why not.
-type intentResult struct {
+// earlyIntent starts writing the Removing intent as soon as the object is read, when its pending
+// leave is likely to go ahead: the latest periodic probe said the removal keeps quorum
+// (Removable=True) and the member is not the leader's
+// own. The intent write is the slowest step before a removal, and so it overlaps the fresh member
+// list and the guard's probes. Whatever those then decide is written over it in this reconcile's
+// status write; a leader that stops in between leaves an intent for a member still in etcd, which
+// the next one simply judges again. A request the pre-flight refuses is judged first, so that its
+// re-checks cost no intent writes.
+func (r *LeaveReconciler) earlyIntent(ctx context.Context, m *v1alpha1.EtcdMember) *pendingIntent {
+	if !m.Spec.Leave || !status.IsTrue(m, v1alpha1.ConditionJoined) || !status.IsTrue(m, v1alpha1.ConditionRemovable) ||
+		m.Status.MemberID == etcd.IDString(r.LocalMemberID()) {
+		return nil
+	}
+	intent := m.DeepCopy()
+	setRemoving(intent)
+	p := &pendingIntent{done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		p.err = r.writeIntent(ctx, intent)
+		p.resourceVersion = intent.ResourceVersion
+	}()
+	return p
+}
+
+// pendingIntent is an intent write under way. A nil one is none.
+type pendingIntent struct {
+	done            chan struct{}
 	resourceVersion string
 	err             error
 }
 
-// writeIntentAsync writes the Removing intent from a copy of m while the caller goes on.
-func (r *LeaveReconciler) writeIntentAsync(ctx context.Context, m *v1alpha1.EtcdMember) <-chan intentResult {
-	intent := m.DeepCopy()
-	setRemoving(intent)
-	done := make(chan intentResult, 1)
-	go func() {
-		err := r.writeIntent(ctx, intent)
-		done <- intentResult{resourceVersion: intent.ResourceVersion, err: err}
-	}()
-	return done
+// wait waits for the write and moves m to the version it wrote, so that m's own status write
+// follows it; it returns the write's error. It may be called again.
+func (p *pendingIntent) wait(m *v1alpha1.EtcdMember) error {
+	if p == nil {
+		return nil
+	}
+	<-p.done
+	if p.err == nil {
+		m.ResourceVersion = p.resourceVersion
+	}
+	return p.err
 }
 
 // removeMember removes the member from etcd; one already gone counts as removed.

@@ -142,6 +142,10 @@ func (p *process) stop() error {
 	paused := p.paused
 	p.mu.Unlock()
 	if err := p.signal(syscall.SIGTERM); err != nil {
+		// It exited on its own meanwhile, as a removed etcd member does.
+		if !p.running() {
+			return nil
+		}
 		return err
 	}
 	// A stopped process only acts on SIGTERM once it is continued.
