@@ -431,10 +431,20 @@ are left out below 10 samples.
   empty queue and no reconcile running (` + "`workqueue_depth`, `controller_runtime_active_workers`" + `): an
   upper bound on "every object reconciled once", since objects enqueued twice count twice. The
   gauge figure is when ` + "`etcdmember_objects`" + ` first sums to every object.
+- **Detection**: on the quiet section's cluster (production probe settings), a member whose agent
+  does not lead is SIGKILLed, and a watch on its object, opened before the kill, stops at the first
+  event with ` + "`Healthy=False`" + `. The member is restarted and seen ` + "`Healthy=True/Serving`" + ` again before the
+  next kill, so that each kill falls at a random point of the probe cycle.
 
-## Not measured
+## What bounds a leave
 
-- Health detection (a Healthy condition and its delay) does not exist in etcdmember yet.
+A leave is, in series: the apiserver's watch event reaching the leader, the ` + "`Removing`" + ` intent
+stored through the apiserver (the fresh member list and the guard's probes run alongside it), and
+the MemberRemove. The intent must be stored before the removal: it is what lets a leader that
+stopped right after a removal tell the next one "we removed it" (` + "`Removed`" + `, which runs the node's
+` + "`--on-removed-exec`" + `) from "it vanished" (` + "`NotFound`" + `). The floor is the MemberRemove alone, so the
+ratio is about one apiserver write plus two watch deliveries on top of one raft round; on a machine
+whose fsync is slow relative to the apiserver's own work the ratio falls, and the other way round.
 `
 
 func loadAverage(t *testing.T) string {
