@@ -147,9 +147,9 @@ func (r *LeaveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 
 // settledGone tells whether the object already records that its member left etcd. etcd never
 // gives a removed member's ID to another member, so that member cannot come back and the object
-// needs no member list: of the cluster's history, typically most objects, each then costs a
-// full resync no etcd call. Only a new member's takeover changes it again, and that write sets
-// Joined=True with the new ID.
+// needs no member list. Such objects are a cluster's history, usually most of its objects, and a
+// full resync then costs no etcd call for them. Only a new member's takeover changes one again,
+// and that write sets Joined=True with the new ID.
 func settledGone(m *v1alpha1.EtcdMember) bool {
 	c := status.Get(m, v1alpha1.ConditionJoined)
 	return c != nil && c.Status == metav1.ConditionFalse
@@ -294,9 +294,8 @@ func (r *LeaveReconciler) writeIntent(ctx context.Context, m *v1alpha1.EtcdMembe
 
 // earlyIntent starts writing the Removing intent as soon as the object is read, when its pending
 // leave is likely to go ahead: the latest periodic probe said the removal keeps quorum
-// (Removable=True) and the member is not the leader's
-// own. The intent write is the slowest step before a removal, and so it overlaps the fresh member
-// list and the guard's probes. Whatever those then decide is written over it in this reconcile's
+// (Removable=True) and the member is not the leader's own. The intent write is the slowest step
+// before a removal, and so it overlaps the fresh member list and the guard's probes. Whatever those then decide is written over it in this reconcile's
 // status write; a leader that stops in between leaves an intent for a member still in etcd, which
 // the next one simply judges again. A request the pre-flight refuses is judged first, so that its
 // re-checks cost no intent writes.
