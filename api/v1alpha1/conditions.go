@@ -33,10 +33,6 @@ const (
 
 // Reasons of the Left condition while it is False.
 const (
-	// ReasonRemoving: the controller decided to remove the member and is doing so now. Seen after a
-	// crash, it tells the next leader that a removal may already have happened.
-	ReasonRemoving = "Removing"
-
 	// ReasonHandingOver: the leading agent runs on this member's own node, so it gives up
 	// leadership for another agent to perform the removal.
 	ReasonHandingOver = "HandingOver"

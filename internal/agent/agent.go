@@ -198,6 +198,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	lead := &leadership{
 		opts: opts, rest: restConfig, etcd: etcdClient, events: recorder, registrar: registrar,
+		intents:  etcd.NewIntents(etcdClient),
 		identity: newIdentity(identityName),
 	}
 	if recorder.Instance == "" {

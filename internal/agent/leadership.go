@@ -56,7 +56,9 @@ type leadership struct {
 	etcd      *etcd.Client
 	events    *events.Recorder
 	registrar *Registrar
-	identity  string
+	// intents outlives the terms, so that they share one etcd lease.
+	intents  *etcd.Intents
+	identity string
 
 	// changeLock is shared by every term's reconciler: see controller.LeaveReconciler.ChangeLock.
 	changeLock sync.Mutex
@@ -165,6 +167,7 @@ func (l *leadership) runTerm(ctx context.Context) error {
 		Etcd:            l.etcd,
 		Pool:            pool,
 		Events:          l.events,
+		Intents:         l.intents,
 		LocalMemberID:   l.registrar.LocalMemberID,
 		Probes:          watcher.Probes,
 		HandOver:        l.handOver,

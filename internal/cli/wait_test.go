@@ -38,7 +38,6 @@ func TestJudge(t *testing.T) {
 	}{
 		{"no answer yet", true, []metav1.Condition{joined}, "node-2: leave requested, waiting for the controller", pending},
 		{"answer for an older request", true, []metav1.Condition{joined, stale}, "node-2: leave requested, waiting for the controller", pending},
-		{"removing", true, []metav1.Condition{joined, leftCond(metav1.ConditionFalse, v1alpha1.ReasonRemoving)}, "node-2: Left=False Removing: Removing message", pending},
 		{"handing over", true, []metav1.Condition{joined, leftCond(metav1.ConditionFalse, v1alpha1.ReasonHandingOver)}, "node-2: Left=False HandingOver: HandingOver message", pending},
 		{"etcd error is retried", true, []metav1.Condition{joined, leftCond(metav1.ConditionFalse, v1alpha1.ReasonEtcdError)}, "node-2: Left=False EtcdError: EtcdError message", pending},
 		{"quorum at risk", true, []metav1.Condition{joined, leftCond(metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk)}, "node-2: Left=False QuorumAtRisk: QuorumAtRisk message", refused},

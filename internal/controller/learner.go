@@ -90,8 +90,10 @@ func (r *LeaveReconciler) nextPromoteWait(uid types.UID) time.Duration {
 func (r *LeaveReconciler) evict(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member) (ctrl.Result, error) {
 	status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonEvicting,
 		fmt.Sprintf("Removing learner %s: it has not caught up within --learner-stall-timeout %s.", m.Status.MemberID, r.LearnerStallTimeout))
-	if err := r.writeIntent(ctx, m); err != nil {
-		return ctrl.Result{}, err
+	// The intent, written first: a leader that stops after the removal leaves the next one
+	// Evicting to go by.
+	if err := r.Client.Status().Update(ctx, m); err != nil {
+		return ctrl.Result{}, fmt.Errorf("recording intent to evict %s: %w", m.Name, err)
 	}
 	logf.FromContext(ctx).Info("Evicting stalled learner", "memberID", m.Status.MemberID, "peerURLs", target.PeerURLs)
 	if err := r.removeMember(ctx, target); err != nil {

@@ -36,7 +36,7 @@ func TestMarkGoneAfterEviction(t *testing.T) {
 	m := member(false,
 		cond(v1alpha1.ConditionJoined, metav1.ConditionTrue, v1alpha1.ReasonInMemberList),
 		cond(v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonEvicting))
-	markGone(m)
+	markGone(m, false)
 	if !status.HasReason(m, v1alpha1.ConditionJoined, v1alpha1.ReasonEvicted) ||
 		!status.HasReason(m, v1alpha1.ConditionPromoted, v1alpha1.ReasonStalled) {
 		t.Fatalf("after an interrupted eviction: %+v", m.Status.Conditions)

@@ -53,6 +53,10 @@ type LeaveReconciler struct {
 	// Pool holds the term's connections to each member, shared with the watcher's probes.
 	Pool   *etcd.Pool
 	Events *events.Recorder
+	// Intents stores the intent before every removal, in etcd itself: a leader that stops between
+	// the removal and its status write leaves the next one what tells "we removed it" from "it
+	// vanished".
+	Intents *etcd.Intents
 
 	// LocalMemberID returns the member ID of this agent's own node, or 0 while unknown. The leader
 	// never removes that member: its own etcd, and maybe its apiserver, would vanish mid-write.
@@ -119,21 +123,18 @@ func (r *LeaveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := m.DeepCopy()
-	intent := r.earlyIntent(ctx, m)
+	head := r.headStart(ctx, m)
+	// The head start's calls end with this reconcile, whichever way it ends.
+	defer head.wait()
 	var members []etcd.Member
 	if !settledGone(m) {
 		var err error
 		if members, err = r.Etcd.MemberList(ctx); err != nil {
-			return ctrl.Result{}, errors.Join(err, intent.wait(m))
+			return ctrl.Result{}, err
 		}
 	}
-	result, actErr := r.reconcile(ctx, m, members, intent)
-	if err := intent.wait(m); err != nil {
-		return ctrl.Result{}, errors.Join(actErr, err)
-	}
-	// An intent written in this reconcile is overwritten even when the outcome matches the
-	// status from before it, such as a refusal repeated word for word.
-	if !equality.Semantic.DeepEqual(before.Status, m.Status) || m.ResourceVersion != before.ResourceVersion {
+	result, actErr := r.reconcile(ctx, m, members, head)
+	if !equality.Semantic.DeepEqual(before.Status, m.Status) {
 		if err := r.Client.Status().Update(ctx, m); err != nil {
 			return ctrl.Result{}, errors.Join(actErr, fmt.Errorf("writing status of %s: %w", m.Name, err))
 		}
@@ -173,7 +174,7 @@ func (r *LeaveReconciler) syncFinalizer(ctx context.Context, m *v1alpha1.EtcdMem
 	return nil
 }
 
-func (r *LeaveReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember, members []etcd.Member, intent *pendingIntent) (ctrl.Result, error) {
+func (r *LeaveReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember, members []etcd.Member, head *headStart) (ctrl.Result, error) {
 	m.Status.ObservedGeneration = m.Generation
 	id, err := etcd.ParseID(m.Status.MemberID)
 	if err != nil {
@@ -185,7 +186,11 @@ func (r *LeaveReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember,
 	}
 	target, found := find(members, id)
 	if !found {
-		markGone(m)
+		ours, err := r.removalIntended(ctx, m, id, head)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		markGone(m, ours)
 		forgetHealth(m)
 		return ctrl.Result{}, nil
 	}
@@ -196,7 +201,14 @@ func (r *LeaveReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember,
 	}
 	setRemovable(m, target, members, probes, probed)
 	if m.Spec.Leave {
-		return r.leave(ctx, m, target, members, intent)
+		return r.leave(ctx, m, target, members, head)
+	}
+	if c := status.Get(m, v1alpha1.ConditionLeft); c != nil && c.Status == metav1.ConditionFalse {
+		// A cancelled request may have left an intent behind (a failed removal, a leader that
+		// stopped); it must not make a later removal by someone else look like ours.
+		if err := r.Etcd.DeleteRemovalIntent(ctx, id); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	// A cancelled request leaves nothing to report.
 	status.Remove(m, v1alpha1.ConditionLeft)
@@ -208,17 +220,29 @@ func (r *LeaveReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember,
 	return r.removeIfUnreachable(ctx, m, target, members, probes, probed)
 }
 
-// markGone records that the member is no longer in etcd. A Removing intent left by a leader that
-// stopped mid-removal means the removal was ours.
-func markGone(m *v1alpha1.EtcdMember) {
+// removalIntended tells whether a leader decided to remove member id before this reconcile: the
+// object already says Removed, or etcd holds an intent for it. An object already recorded as gone
+// keeps its verdict. An intent this reconcile's head start stored proves nothing; one it found
+// already stored does.
+func (r *LeaveReconciler) removalIntended(ctx context.Context, m *v1alpha1.EtcdMember, id uint64, head *headStart) (bool, error) {
+	if settledGone(m) {
+		return status.HasReason(m, v1alpha1.ConditionJoined, v1alpha1.ReasonRemoved), nil
+	}
+	if head.intending() {
+		return head.intentFound()
+	}
+	return r.Etcd.RemovalIntent(ctx, id)
+}
+
+// markGone records that the member is no longer in etcd; intended says a leader decided to
+// remove it, so that a leader that stopped mid-removal still has it reported as removed.
+func markGone(m *v1alpha1.EtcdMember, intended bool) {
 	if status.HasReason(m, v1alpha1.ConditionPromoted, v1alpha1.ReasonEvicting) ||
 		status.HasReason(m, v1alpha1.ConditionJoined, v1alpha1.ReasonEvicted) {
 		evicted(m)
 		return
 	}
-	ours := status.HasReason(m, v1alpha1.ConditionLeft, v1alpha1.ReasonRemoving) ||
-		status.HasReason(m, v1alpha1.ConditionJoined, v1alpha1.ReasonRemoved)
-	if ours {
+	if intended {
 		removed(m)
 		return
 	}
@@ -238,9 +262,8 @@ func removed(m *v1alpha1.EtcdMember) {
 	status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved, msg)
 }
 
-// leave carries out a leave request for a member that is still in etcd. intent is the Removing
-// intent's write when earlyIntent started one.
-func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, intent *pendingIntent) (ctrl.Result, error) {
+// leave carries out a leave request for a member that is still in etcd, using what head started.
+func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, head *headStart) (ctrl.Result, error) {
 	log := logf.FromContext(ctx).WithValues("memberID", m.Status.MemberID)
 	if r.leaveSeen == nil {
 		r.leaveSeen = map[types.UID]time.Time{}
@@ -251,20 +274,24 @@ func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, tar
 	if target.ID == r.LocalMemberID() {
 		return r.handOver(ctx, m, target), nil
 	}
-	allowed := r.guard(ctx, m, target, members)
-	if err := intent.wait(m); err != nil {
-		return ctrl.Result{}, err
-	}
-	if !allowed {
+	if !r.guard(ctx, m, target, members, head.votersFor(members)) {
+		// An intent stored for a removal that did not happen must not make a later removal by
+		// someone else look like ours. A write that failed may have landed all the same.
+		if head.intending() {
+			_, _ = head.intentFound()
+			if err := r.Etcd.DeleteRemovalIntent(ctx, target.ID); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
 		return ctrl.Result{RequeueAfter: r.RecheckInterval}, nil
 	}
-	if intent == nil {
-		setRemoving(m)
-		if err := r.writeIntent(ctx, m); err != nil {
+	if head.intending() {
+		if _, err := head.intentFound(); err != nil {
 			return ctrl.Result{}, err
 		}
+	} else if _, err := r.Intents.Put(ctx, target.ID, m.Name); err != nil {
+		return ctrl.Result{}, err
 	}
-	setRemoving(m)
 	log.Info("Removing member from etcd", "peerURLs", target.PeerURLs)
 	if err := r.removeMember(ctx, target); err != nil {
 		status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonEtcdError,
@@ -275,64 +302,6 @@ func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, tar
 	metrics.LeaveDuration.Observe(time.Since(r.leaveSeen[m.UID]).Seconds())
 	delete(r.leaveSeen, m.UID)
 	return ctrl.Result{}, nil
-}
-
-func setRemoving(m *v1alpha1.EtcdMember) {
-	status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonRemoving,
-		fmt.Sprintf("Removing member %s from etcd.", m.Status.MemberID))
-}
-
-// writeIntent writes the intent the caller set in m's status before a removal, so a leader that
-// stops between the two steps leaves the next one enough to tell "we removed it" from "it
-// vanished".
-func (r *LeaveReconciler) writeIntent(ctx context.Context, m *v1alpha1.EtcdMember) error {
-	if err := r.Client.Status().Update(ctx, m); err != nil {
-		return fmt.Errorf("recording intent to remove %s: %w", m.Name, err)
-	}
-	return nil
-}
-
-// earlyIntent starts writing the Removing intent as soon as the object is read, when its pending
-// leave is likely to go ahead: the latest periodic probe said the removal keeps quorum
-// (Removable=True) and the member is not the leader's own. The intent write is the slowest step
-// before a removal, and so it overlaps the fresh member list and the guard's probes. Whatever those then decide is written over it in this reconcile's
-// status write; a leader that stops in between leaves an intent for a member still in etcd, which
-// the next one simply judges again. A request the pre-flight refuses is judged first, so that its
-// re-checks cost no intent writes.
-func (r *LeaveReconciler) earlyIntent(ctx context.Context, m *v1alpha1.EtcdMember) *pendingIntent {
-	if !m.Spec.Leave || !status.IsTrue(m, v1alpha1.ConditionJoined) || !status.IsTrue(m, v1alpha1.ConditionRemovable) ||
-		m.Status.MemberID == etcd.IDString(r.LocalMemberID()) {
-		return nil
-	}
-	intent := m.DeepCopy()
-	setRemoving(intent)
-	p := &pendingIntent{done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		p.err = r.writeIntent(ctx, intent)
-		p.resourceVersion = intent.ResourceVersion
-	}()
-	return p
-}
-
-// pendingIntent is an intent write under way. A nil one is none.
-type pendingIntent struct {
-	done            chan struct{}
-	resourceVersion string
-	err             error
-}
-
-// wait waits for the write and moves m to the version it wrote, so that m's own status write
-// follows it; it returns the write's error. It may be called again.
-func (p *pendingIntent) wait(m *v1alpha1.EtcdMember) error {
-	if p == nil {
-		return nil
-	}
-	<-p.done
-	if p.err == nil {
-		m.ResourceVersion = p.resourceVersion
-	}
-	return p.err
 }
 
 // removeMember removes the member from etcd; one already gone counts as removed.

@@ -39,26 +39,26 @@ func TestMarkGone(t *testing.T) {
 	cases := []struct {
 		name       string
 		in         *v1alpha1.EtcdMember
+		intended   bool
 		joined     string
 		leftStatus metav1.ConditionStatus
 		leftReason string
 	}{
-		{"vanished without a request", member(false, joined), v1alpha1.ReasonNotFound, "", ""},
-		{"already gone when asked to leave", member(true, joined), v1alpha1.ReasonNotFound, metav1.ConditionTrue, v1alpha1.ReasonNotFound},
-		{"leader stopped between removing and writing status", member(true, joined,
-			cond(v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonRemoving)),
+		{"vanished without a request", member(false, joined), false, v1alpha1.ReasonNotFound, "", ""},
+		{"already gone when asked to leave", member(true, joined), false, v1alpha1.ReasonNotFound, metav1.ConditionTrue, v1alpha1.ReasonNotFound},
+		{"leader stopped between removing and writing status", member(true, joined), true,
 			v1alpha1.ReasonRemoved, metav1.ConditionTrue, v1alpha1.ReasonRemoved},
 		{"removed earlier stays removed", member(true,
 			cond(v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonRemoved),
-			cond(v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved)),
+			cond(v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved)), true,
 			v1alpha1.ReasonRemoved, metav1.ConditionTrue, v1alpha1.ReasonRemoved},
 		{"refused request whose member then vanished", member(true, joined,
-			cond(v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk)),
+			cond(v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk)), false,
 			v1alpha1.ReasonNotFound, metav1.ConditionTrue, v1alpha1.ReasonNotFound},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			markGone(tc.in)
+			markGone(tc.in, tc.intended)
 			j := status.Get(tc.in, v1alpha1.ConditionJoined)
 			if j.Status != metav1.ConditionFalse || j.Reason != tc.joined {
 				t.Errorf("Joined = %s/%s, want False/%s", j.Status, j.Reason, tc.joined)

@@ -43,6 +43,9 @@ type Probes struct {
 	Members map[uint64]etcd.Health
 	// Alarms holds the active alarms by member ID, as last read; a failed read keeps the previous.
 	Alarms map[uint64][]string
+	// List is the member list the round probed: the latest poll's, since a change of membership
+	// starts a round at once.
+	List []etcd.Member
 }
 
 // Healthy tells whether the member's latest probe found it serving: for quorum, a member that
@@ -107,7 +110,7 @@ func (w *MembershipWatcher) Probes() (Probes, bool) {
 	if w.probes == nil {
 		return Probes{}, false
 	}
-	return Probes{Members: maps.Clone(w.probes.Members), Alarms: maps.Clone(w.probes.Alarms)}, true
+	return Probes{Members: maps.Clone(w.probes.Members), Alarms: maps.Clone(w.probes.Alarms), List: slices.Clone(w.probes.List)}, true
 }
 
 // NeedLeaderElection makes the watcher run on the leader only.
@@ -189,7 +192,7 @@ func (w *MembershipWatcher) poll(ctx context.Context, state *pollState, probeDue
 // operator acts on changed: reachability, serving, leadership, learner state, raft term, alarms.
 // Raft index and DB size move with every write and do not count.
 func (w *MembershipWatcher) probe(ctx context.Context, members []etcd.Member) bool {
-	next := Probes{Members: make(map[uint64]etcd.Health, len(members))}
+	next := Probes{Members: make(map[uint64]etcd.Health, len(members)), List: members}
 	var (
 		mu sync.Mutex
 		wg sync.WaitGroup

@@ -18,13 +18,16 @@ import (
 
 // guard clears a removal with the quorum rule and, when the target leads etcd, moves leadership
 // away first. A refusal is recorded in the Left condition and the caller re-checks later. A
-// learner has no vote: removing it needs no guard.
-func (r *LeaveReconciler) guard(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member) bool {
+// learner has no vote: removing it needs no guard. voters are members' voters probed in this
+// reconcile, or nil to probe them now.
+func (r *LeaveReconciler) guard(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, voters []voter) bool {
 	if target.IsLearner {
 		return true
 	}
 	log := logf.FromContext(ctx)
-	voters := probeVoters(ctx, r.Pool, members, target.ID, r.ProbeTimeout)
+	if voters == nil {
+		voters = probeVoters(ctx, r.Pool, members, target.ID, r.ProbeTimeout)
+	}
 	verdict := checkRemoval(voters, target, m.Name)
 	forced := m.Annotations[v1alpha1.AnnotationForceLeave] == "true"
 	if !verdict.Allowed && (!forced || verdict.LastVoter) {

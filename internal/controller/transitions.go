@@ -20,7 +20,7 @@ func (r *LeaveReconciler) recordTransition(ctx context.Context, before, after *v
 		switch {
 		case c.Status == metav1.ConditionTrue:
 			r.Events.Normal(ctx, after, c.Reason, "Leave", c.Message)
-		case c.Reason == v1alpha1.ReasonRemoving, c.Reason == v1alpha1.ReasonHandingOver:
+		case c.Reason == v1alpha1.ReasonHandingOver:
 			r.Events.Normal(ctx, after, c.Reason, "Leave", c.Message)
 		default:
 			r.Events.Warning(ctx, after, c.Reason, "Leave", c.Message)

@@ -17,7 +17,7 @@ const ExitCode = 87
 
 // Points inside the leave sequence.
 const (
-	// LeaveBeforeRemove is after the Removing intent was written and before MemberRemove.
+	// LeaveBeforeRemove is after the removal intent was stored in etcd and before MemberRemove.
 	LeaveBeforeRemove = "leave-before-remove"
 	// LeaveAfterRemove is after MemberRemove succeeded and before the outcome was written.
 	LeaveAfterRemove = "leave-after-remove"

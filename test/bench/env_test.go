@@ -17,6 +17,7 @@ import (
 
 	"github.com/etcdmember/etcdmember/api/v1alpha1"
 	"github.com/etcdmember/etcdmember/internal/agent"
+	"github.com/etcdmember/etcdmember/internal/etcd"
 	"github.com/etcdmember/etcdmember/internal/status"
 	"github.com/etcdmember/etcdmember/test/framework"
 )
@@ -216,6 +217,27 @@ func goneAt(ctx context.Context, cli *clientv3.Client, id uint64) <-chan time.Ti
 			case <-ctx.Done():
 				return
 			case <-tick.C:
+			}
+		}
+	}()
+	return ch
+}
+
+// intentStoredAt watches the leader's removal intent for id through cli and sends the arrival time
+// of its first write. It returns once the watch is established, so nothing written after the
+// call is missed.
+func intentStoredAt(ctx context.Context, t *testing.T, cli *clientv3.Client, id uint64) <-chan time.Time {
+	t.Helper()
+	ch := make(chan time.Time, 1)
+	events := cli.Watch(ctx, etcd.RemovalIntentKey(id), clientv3.WithCreatedNotify())
+	if resp, ok := <-events; !ok || !resp.Created {
+		t.Fatalf("watching the removal intent of %s: %v", etcd.IDString(id), resp.Err())
+	}
+	go func() {
+		for resp := range events {
+			if len(resp.Events) > 0 {
+				ch <- time.Now()
+				return
 			}
 		}
 	}()

@@ -35,8 +35,8 @@ func benchLeave(t *testing.T, r *results) {
 }
 
 // leaveSample is one leave, timed from the accepted spec.leave patch: until the leader's
-// Removing intent (written just before its MemberRemove) is seen, until etcd no longer lists the
-// member, and until Joined=False is seen.
+// removal intent (stored in etcd before its MemberRemove) is seen by an etcd watch, until etcd no
+// longer lists the member, and until Joined=False is seen.
 type leaveSample struct{ intent, gone, joinedFalse time.Duration }
 
 func (e *env) leaveOnce() leaveSample {
@@ -47,9 +47,7 @@ func (e *env) leaveOnce() leaveSample {
 	ctx, cancel := context.WithTimeout(context.Background(), settle)
 	defer cancel()
 	gone := goneAt(ctx, e.etcd[stay.Name], id)
-	intent := e.watchMember(ctx, target.Name, func(m *v1alpha1.EtcdMember) bool {
-		return m.Status.MemberID == idHex && status.HasReason(m, v1alpha1.ConditionLeft, v1alpha1.ReasonRemoving)
-	})
+	intent := intentStoredAt(ctx, e.t, e.etcd[stay.Name], id)
 	joinedFalse := e.watchMember(ctx, target.Name, func(m *v1alpha1.EtcdMember) bool {
 		c := status.Get(m, v1alpha1.ConditionJoined)
 		return m.Status.MemberID == idHex && c != nil && c.Status == metav1.ConditionFalse
@@ -57,7 +55,7 @@ func (e *env) leaveOnce() leaveSample {
 	e.patchLeave(ctx, target.Name)
 	accepted := time.Now()
 	s := leaveSample{
-		intent:      await(ctx, e.t, intent, target.Name+" Left=Removing").at.Sub(accepted),
+		intent:      await(ctx, e.t, intent, target.Name+" removal intent").Sub(accepted),
 		gone:        await(ctx, e.t, gone, target.Name+" gone from etcd").Sub(accepted),
 		joinedFalse: await(ctx, e.t, joinedFalse, target.Name+" Joined=False").at.Sub(accepted),
 	}

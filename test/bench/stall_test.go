@@ -5,6 +5,8 @@ package bench
 import (
 	"context"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -22,6 +24,10 @@ type stallSample struct {
 	// gone is from the other agents' resumption to the member's absence from the member list.
 	gone time.Duration
 }
+
+// stallGoal is the report's goal for a stall; a run over it keeps the agents' logs, since one such
+// run in `make bench` could not be reproduced in 18 runs alone.
+const stallGoal = 10 * time.Second
 
 func (e *env) stalls(runs int) []stallSample {
 	e.t.Helper()
@@ -77,6 +83,30 @@ func (e *env) stallOnce() stallSample {
 	signal(syscall.SIGCONT)
 	resumed := time.Now()
 	s.gone = await(ctx, e.t, gone, target.Name+" gone from etcd").Sub(resumed)
+	if s.gone > stallGoal {
+		e.keepAgentLogs("stall")
+	}
 	e.rejoin(target)
 	return s
+}
+
+// keepAgentLogs copies every agent's log so far out of the test's temporary directory, which is
+// removed at the end, and says where.
+func (e *env) keepAgentLogs(what string) {
+	e.t.Helper()
+	dir, err := os.MkdirTemp("", "etcdmember-bench-"+what+"-")
+	if err != nil {
+		e.t.Errorf("keeping the agents' logs: %v", err)
+		return
+	}
+	for name, a := range e.agents {
+		data, err := os.ReadFile(a.LogFile())
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name+".log"), data, 0o644)
+		}
+		if err != nil {
+			e.t.Errorf("keeping the log of %s: %v", name, err)
+		}
+	}
+	e.t.Logf("%s: the agents' logs are kept in %s", what, dir)
 }

@@ -31,7 +31,7 @@ const (
 // The reasons the API defines: anything else in a condition is a violation.
 var (
 	leftReasons = []string{
-		v1alpha1.ReasonRemoved, v1alpha1.ReasonNotFound, v1alpha1.ReasonRemoving, v1alpha1.ReasonHandingOver,
+		v1alpha1.ReasonRemoved, v1alpha1.ReasonNotFound, v1alpha1.ReasonHandingOver,
 		v1alpha1.ReasonNoOtherAgent, v1alpha1.ReasonQuorumAtRisk, v1alpha1.ReasonLastVoter,
 		v1alpha1.ReasonNoMemberID, v1alpha1.ReasonEtcdError,
 	}

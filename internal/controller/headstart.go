@@ -1,0 +1,115 @@
+package controller
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/etcdmember/internal/status"
+)
+
+// headStart is what a reconcile starts as soon as it has read an object whose leave will likely
+// go ahead, alongside the fresh member list: the removal intent and the guard's probes of the
+// voters. The removal itself is one raft round, and the list, the probes and the intent cost
+// about one each; run one after the other they made a leave several times slower than a bare
+// MemberRemove. Nothing started here is trusted blindly: the probes count only when the fresh
+// list has the same voters, and the guard still decides on the fresh list. A nil headStart
+// started nothing.
+type headStart struct {
+	// intent stores the removal intent; its value says whether one was stored before.
+	intent *pending[bool]
+	// probes probes the voters of probedOn, the member list of the latest probe round.
+	probes   *pending[[]voter]
+	probedOn []etcd.Member
+}
+
+// headStart starts the intent when the latest probe found the removal safe (Removable=True), and
+// the probes when the object asks to leave at all; neither for the leader's own member, which is
+// handed over instead, nor for a member recorded as gone. A request the pre-flight refuses so
+// costs no intent write on each of its re-checks, only the probes its guard needs anyway.
+func (r *LeaveReconciler) headStart(ctx context.Context, m *v1alpha1.EtcdMember) *headStart {
+	if !m.Spec.Leave || !status.IsTrue(m, v1alpha1.ConditionJoined) {
+		return nil
+	}
+	id, err := etcd.ParseID(m.Status.MemberID)
+	if err != nil || id == r.LocalMemberID() {
+		return nil
+	}
+	h := &headStart{}
+	if status.IsTrue(m, v1alpha1.ConditionRemovable) {
+		h.intent = start(func() (bool, error) { return r.Intents.Put(ctx, id, m.Name) })
+	}
+	if probes, ok := r.Probes(); ok && slices.ContainsFunc(probes.List, func(mem etcd.Member) bool { return mem.ID == id && !mem.IsLearner }) {
+		h.probedOn = probes.List
+		h.probes = start(func() ([]voter, error) {
+			return probeVoters(ctx, r.Pool, probes.List, id, r.ProbeTimeout), nil
+		})
+	}
+	return h
+}
+
+// intending tells whether an intent write was started.
+func (h *headStart) intending() bool { return h != nil && h.intent != nil }
+
+// intentFound waits for the intent write and tells whether an intent was stored before it.
+func (h *headStart) intentFound() (bool, error) { return h.intent.wait() }
+
+// votersFor returns the probed voters when members has exactly the voters that were probed, at
+// the same client URLs; otherwise nil, and the guard probes again.
+func (h *headStart) votersFor(members []etcd.Member) []voter {
+	if h == nil || h.probes == nil || !sameVoters(h.probedOn, members) {
+		return nil
+	}
+	voters, _ := h.probes.wait()
+	return voters
+}
+
+// wait waits for everything started.
+func (h *headStart) wait() {
+	if h == nil {
+		return
+	}
+	if h.intent != nil {
+		_, _ = h.intent.wait()
+	}
+	if h.probes != nil {
+		_, _ = h.probes.wait()
+	}
+}
+
+func sameVoters(a, b []etcd.Member) bool {
+	voters := func(list []etcd.Member) map[uint64][]string {
+		out := map[uint64][]string{}
+		for _, m := range list {
+			if !m.IsLearner {
+				out[m.ID] = m.ClientURLs
+			}
+		}
+		return out
+	}
+	return maps.EqualFunc(voters(a), voters(b), slices.Equal[[]string])
+}
+
+// pending is a call running on its own goroutine.
+type pending[T any] struct {
+	done chan struct{}
+	v    T
+	err  error
+}
+
+func start[T any](f func() (T, error)) *pending[T] {
+	p := &pending[T]{done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		p.v, p.err = f()
+	}()
+	return p
+}
+
+// wait returns the call's result once it has one; it may be called again.
+func (p *pending[T]) wait() (T, error) {
+	<-p.done
+	return p.v, p.err
+}
