@@ -12,8 +12,8 @@ import (
 
 // headStart is what a reconcile starts as soon as it has read an object whose leave will likely
 // go ahead, alongside the fresh member list: the removal intent and the guard's probes of the
-// voters. The removal itself is one raft round, and the list, the probes and the intent cost
-// about one each; run one after the other they made a leave several times slower than a bare
+// voters. The removal itself is one raft round, and the list, the probes and the intent take
+// about as long each; one after the other, they made a leave several times slower than a bare
 // MemberRemove. Nothing started here is trusted blindly: the probes count only when the fresh
 // list has the same voters, and the guard still decides on the fresh list. A nil headStart
 // started nothing.
@@ -39,7 +39,8 @@ func (r *LeaveReconciler) headStart(ctx context.Context, m *v1alpha1.EtcdMember)
 	}
 	h := &headStart{}
 	if status.IsTrue(m, v1alpha1.ConditionRemovable) {
-		h.intent = start(func() (bool, error) { return r.Intents.Put(ctx, id, m.Name) })
+		name := m.Name
+		h.intent = start(func() (bool, error) { return r.Intents.Put(ctx, id, name) })
 	}
 	if probes, ok := r.Probes(); ok && slices.ContainsFunc(probes.List, func(mem etcd.Member) bool { return mem.ID == id && !mem.IsLearner }) {
 		h.probedOn = probes.List
