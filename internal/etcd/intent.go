@@ -13,18 +13,18 @@ import (
 	"github.com/etcdmember/etcdmember/internal/metrics"
 )
 
-// RemovalIntentPrefix holds the leader's removal intents: one key per member ID it decided to
+// removalIntentPrefix holds the leader's removal intents: one key per member ID it decided to
 // remove, written before the MemberRemove. The apiserver keeps its objects under /registry, so
 // this prefix never meets them.
-const RemovalIntentPrefix = "/etcdmember.io/removing/"
+const removalIntentPrefix = "/etcdmember.io/removing/"
 
 // RemovalIntentKey is the key of the intent to remove member id.
-func RemovalIntentKey(id uint64) string { return RemovalIntentPrefix + IDString(id) }
+func RemovalIntentKey(id uint64) string { return removalIntentPrefix + IDString(id) }
 
-// RemovalIntentTTL bounds how long an intent outlives the leave it was written for. The next
+// removalIntentTTL bounds how long an intent outlives the leave it was written for. The next
 // leader must still find it after a failover, which may first wait out an apiserver outage; after
 // that it only takes space, so it expires.
-const RemovalIntentTTL = 24 * time.Hour
+const removalIntentTTL = 24 * time.Hour
 
 // Intents writes removal intents under a lease of its own, granted with the first intent and again
 // once half of its TTL has passed, so that no intent is ever written under a lease about to expire.
@@ -75,12 +75,12 @@ func (i *Intents) currentLease(ctx context.Context) (clientv3.LeaseID, error) {
 	granted := time.Now()
 	ctx, cancel := i.c.callContext(ctx)
 	defer cancel()
-	resp, err := i.c.cli.Grant(ctx, int64(RemovalIntentTTL/time.Second))
+	resp, err := i.c.cli.Grant(ctx, int64(removalIntentTTL/time.Second))
 	if err != nil {
 		metrics.EtcdErrors.WithLabelValues("LeaseGrant").Inc()
 		return 0, fmt.Errorf("etcd lease grant for removal intents: %w", err)
 	}
-	i.lease, i.renewAt = resp.ID, granted.Add(RemovalIntentTTL/2)
+	i.lease, i.renewAt = resp.ID, granted.Add(removalIntentTTL/2)
 	return i.lease, nil
 }
 
