@@ -38,9 +38,10 @@ demo: build testbin ## Run the local lab: 3 etcd members, kube-apiserver, 3 agen
 	$(GO) run ./hack/demo
 
 .PHONY: test
-test: build testbin ## Run every test: unit, integration (test/framework) and e2e, then a short fuzz run.
+test: build testbin ## Run every test: unit, integration (test/framework) and e2e, a short fuzz run, then make verify.
 	$(GO) test -count=1 -timeout 20m ./...
 	$(MAKE) --no-print-directory fuzz
+	$(MAKE) --no-print-directory verify
 
 # Every parser of outside input has a fuzz target; `make fuzz FUZZTIME=10m` runs them longer.
 FUZZTIME ?= 5s
