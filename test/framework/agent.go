@@ -168,18 +168,19 @@ func (a *Agent) Kill(t TB) {
 }
 
 // Pause freezes the agent with SIGSTOP: a leader keeps believing it leads while its Lease runs
-// out, and carries on from where it stopped once resumed.
+// out, and carries on from where it stopped once resumed. An agent that has exited answers nothing
+// either, so that is no error.
 func (a *Agent) Pause(t TB) {
 	t.Helper()
-	if err := a.proc.signal(syscall.SIGSTOP); err != nil {
+	if err := a.proc.signal(syscall.SIGSTOP); err != nil && !errors.Is(err, errNotRunning) {
 		t.Fatalf("pause agent %s: %v", a.Name, err)
 	}
 }
 
-// Resume continues a paused agent with SIGCONT.
+// Resume continues a paused agent with SIGCONT; one that has exited has nothing to continue.
 func (a *Agent) Resume(t TB) {
 	t.Helper()
-	if err := a.proc.signal(syscall.SIGCONT); err != nil {
+	if err := a.proc.signal(syscall.SIGCONT); err != nil && !errors.Is(err, errNotRunning) {
 		t.Fatalf("resume agent %s: %v", a.Name, err)
 	}
 }

@@ -182,3 +182,46 @@ func TestMemberLifecycle(t *testing.T) {
 		return err
 	})
 }
+
+// A member that etcd removes exits by itself. Stopping it right after the removal, or killing,
+// pausing and resuming it once it has gone, must never fail the test that does so.
+func TestRemovedMemberStopsWithoutError(t *testing.T) {
+	t.Parallel()
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3})
+	cli := c.Client(t)
+	remove := func(m *framework.Member) {
+		t.Helper()
+		// etcd refuses a removal until the others have been connected for a while after start.
+		eventually(t, 30*time.Second, "remove "+m.Name, func(ctx context.Context) error {
+			_, err := cli.MemberRemove(ctx, m.ID())
+			if errors.Is(err, rpctypes.ErrMemberNotFound) {
+				return nil
+			}
+			return err
+		})
+	}
+
+	stopped := c.Member("node-3")
+	remove(stopped)
+	stopped.Stop(t)
+	if stopped.Running() {
+		t.Fatalf("%s still running after Stop", stopped.Name)
+	}
+
+	gone := c.Member("node-2")
+	remove(gone)
+	eventually(t, 30*time.Second, gone.Name+" exits by itself", func(context.Context) error {
+		if gone.Running() {
+			return errors.New("still running")
+		}
+		return nil
+	})
+	gone.Pause(t)
+	gone.Resume(t)
+	gone.Kill(t)
+	gone.Stop(t)
+
+	if got := memberList(t, c.Member("node-1").Client(t)); len(got) != 1 {
+		t.Errorf("member list after two removals: %q, want node-1 alone", describe(got))
+	}
+}

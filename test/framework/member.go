@@ -136,30 +136,30 @@ func (m *Member) Stop(t TB) {
 	}
 }
 
-// Kill sends SIGKILL and waits for the process to exit.
+// Kill sends SIGKILL and waits for the process to exit. A member that exited
+// on its own, as a removed one does, counts as killed.
 func (m *Member) Kill(t TB) {
 	t.Helper()
-	if !m.Running() {
-		t.Fatalf("kill member %s: not running", m.Name)
-	}
 	if err := m.proc.kill(); err != nil {
 		t.Fatalf("kill member %s: %v", m.Name, err)
 	}
 }
 
 // Pause freezes the process with SIGSTOP: it keeps its connections but
-// answers nothing, like a hung machine.
+// answers nothing, like a hung machine. A member that exited on its own (a
+// removed one does) answers nothing either, so that is no error.
 func (m *Member) Pause(t TB) {
 	t.Helper()
-	if err := m.proc.signal(syscall.SIGSTOP); err != nil {
+	if err := m.proc.signal(syscall.SIGSTOP); err != nil && !errors.Is(err, errNotRunning) {
 		t.Fatalf("pause member %s: %v", m.Name, err)
 	}
 }
 
-// Resume continues a paused process with SIGCONT.
+// Resume continues a paused process with SIGCONT; one that has exited has
+// nothing to continue.
 func (m *Member) Resume(t TB) {
 	t.Helper()
-	if err := m.proc.signal(syscall.SIGCONT); err != nil {
+	if err := m.proc.signal(syscall.SIGCONT); err != nil && !errors.Is(err, errNotRunning) {
 		t.Fatalf("resume member %s: %v", m.Name, err)
 	}
 }

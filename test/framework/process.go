@@ -117,20 +117,41 @@ func (p *process) exited() error {
 	return fmt.Errorf("%s exited", p.name)
 }
 
+// errNotRunning says a signal found the process gone: never started, stopped
+// before, or exited on its own (a removed etcd member does).
+var errNotRunning = errors.New("not running")
+
+// signal sends sig, or returns an error wrapping errNotRunning once the
+// process has exited, however close that exit was to the call.
 func (p *process) signal(sig syscall.Signal) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done == nil || isClosed(p.done) {
-		return fmt.Errorf("%s is not running", p.name)
+	done := p.done
+	if done == nil || isClosed(done) {
+		p.mu.Unlock()
+		return fmt.Errorf("%s: %w", p.name, errNotRunning)
 	}
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	err := p.cmd.Process.Signal(sig)
+	if err == nil {
+		switch sig {
+		case syscall.SIGSTOP:
+			p.paused = true
+		case syscall.SIGCONT:
+			p.paused = false
+		}
+	}
+	p.mu.Unlock()
+	if errors.Is(err, os.ErrProcessDone) {
+		// cmd.Wait has returned in start's goroutine, which closes done as
+		// soon as it gets p.mu: until then the process still looks running.
+		select {
+		case <-done:
+			return fmt.Errorf("%s: %w", p.name, errNotRunning)
+		case <-time.After(killTimeout):
+			return fmt.Errorf("%s was reaped but not marked exited within %s", p.name, killTimeout)
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("signal %v to %s: %w", sig, p.name, err)
-	}
-	switch sig {
-	case syscall.SIGSTOP:
-		p.paused = true
-	case syscall.SIGCONT:
-		p.paused = false
 	}
 	return nil
 }
@@ -143,14 +164,14 @@ func (p *process) stop() error {
 	p.mu.Unlock()
 	if err := p.signal(syscall.SIGTERM); err != nil {
 		// It exited on its own meanwhile, as a removed etcd member does.
-		if !p.running() {
+		if errors.Is(err, errNotRunning) {
 			return nil
 		}
 		return err
 	}
 	// A stopped process only acts on SIGTERM once it is continued.
 	if paused {
-		if err := p.signal(syscall.SIGCONT); err != nil {
+		if err := p.signal(syscall.SIGCONT); err != nil && !errors.Is(err, errNotRunning) {
 			return err
 		}
 	}
@@ -164,10 +185,10 @@ func (p *process) stop() error {
 }
 
 // kill sends SIGKILL and waits for the exit; it is a no-op when the process is
-// not running.
+// not running, or exits on its own while being killed.
 func (p *process) kill() error {
 	if err := p.signal(syscall.SIGKILL); err != nil {
-		if !p.running() {
+		if errors.Is(err, errNotRunning) {
 			return nil
 		}
 		return err
