@@ -21,11 +21,12 @@ KUBE_LDFLAGS := -s -w \
 	-X k8s.io/client-go/pkg/version.gitTreeState=clean
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/etcdmember/etcdmember/internal/version.Version=$(VERSION)
+LDFLAGS := -X github.com/etcdmember/kubectl-etcdmember/internal/version.Version=$(VERSION)
+PLUGIN := $(BIN)/kubectl-etcdmember $(BIN)/kubectl_complete-etcdmember
 
 TESTBIN := $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/etcdctl
 TOOLS := $(BIN)/controller-gen $(BIN)/golangci-lint
-GO_SOURCES := $(shell find cmd api internal -name '*.go' 2>/dev/null)
+GO_SOURCES := main.go $(shell find cmd api internal -name '*.go' 2>/dev/null)
 
 .PHONY: help
 help: ## Show the targets.
@@ -67,10 +68,13 @@ chaos: build testbin ## Seeded chaos: CHAOS_SCENARIOS random fault scenarios (CH
 ##@ Building
 
 .PHONY: build
-build: $(BIN)/etcdmember ## Build bin/etcdmember.
+build: $(PLUGIN) ## Build the plugin, bin/kubectl-etcdmember, and its completion script.
 
-$(BIN)/etcdmember: $(GO_SOURCES) go.mod go.sum
-	$(GO) build -ldflags "$(LDFLAGS)" -o $@ ./cmd/etcdmember
+$(BIN)/kubectl-etcdmember: $(GO_SOURCES) go.mod go.sum
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $@ .
+
+$(BIN)/kubectl_complete-etcdmember: kubectl_complete-etcdmember
+	install -m 0755 $< $@
 
 .PHONY: testbin
 testbin: $(TESTBIN) $(TOOLS) ## Build kube-apiserver, kubectl, etcd, etcdctl and the code tools into bin/ from Go modules.

@@ -1,8 +1,9 @@
 // Command demo runs etcdmember's local lab: three etcd members on their own loopback addresses,
-// a kube-apiserver on top, the CRD and three agents. It asks one member to leave, shows it gone
-// from etcd with its object kept as history, joins a new member as a learner with `etcdmember
-// join` and shows the leader promote it, brings the node that left back wiped and re-added, shows
-// it re-joined under the same name with a new member ID, and cleans everything up.
+// a kube-apiserver on top, the CRD and a node agent (`kubectl-etcdmember serve`) per member. It
+// then uses the plugin as an operator types it, through the real kubectl: `kubectl etcdmember
+// list`, `leave` (the member is gone from etcd, its object kept as history), `join` (a learner the
+// leader promotes), the node that left coming back wiped under its old name, and `prune-stale` on
+// the member a rebuilt node left behind. It cleans everything up.
 //
 // Run it with `make demo`, which builds the binaries first.
 package main
@@ -12,15 +13,26 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/etcdmember/etcdmember/test/framework"
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
+// resource is how every kubectl command names our objects: k0s ships an EtcdMember kind of its
+// own, and a bare "etcdmember" may resolve to it.
+const resource = "etcdmembers.etcdmember.io"
+
 func main() {
+	// The framework's API clients log through controller-runtime, which warns without a logger.
+	logf.SetLogger(logr.Discard())
 	l := newLab()
 	err := l.run(func() { demo(l) })
 	if err != nil {
@@ -42,83 +54,151 @@ func demo(l *lab) {
 	step("Installing the CRD and the agent's RBAC")
 	show(l, api, "apply", "-k", "config/default")
 
-	step("Starting one etcdmember agent per member")
-	agents := map[string]*framework.Agent{}
+	step("Starting the node agent (kubectl-etcdmember serve) next to each member")
 	for _, m := range cluster.Members() {
-		agents[m.Name] = framework.StartAgent(l, m, api)
+		framework.StartAgent(l, m, api)
 		fmt.Printf("    agent for %s registered its member\n", m.Name)
 	}
-	show(l, api, "get", "etcdmembers")
-	etcdctl(l, cluster, "member", "list", "-w", "table")
-	status(l, api, cluster)
+	waitHealthy(l, api, cluster)
+	plugin(l, api, nil, "list")
+	plugin(l, api, nil, "list", "-o", "wide", "--etcd-endpoints", strings.Join(cluster.Endpoints(), ","))
 
 	leaving := cluster.Member("node-2")
 	oldID := leaving.IDHex()
-	step("Asking node-2 to leave, then waiting for Joined=False")
-	show(l, api, "patch", "etcdmember", "node-2", "--type", "merge", "-p", `{"spec":{"leave":true}}`)
-	show(l, api, "wait", "etcdmember/node-2", "--for=condition=Joined=false", "--timeout=60s")
+	step("Removing node-2: leave marks it and waits until etcd no longer has it")
+	plugin(l, api, nil, "leave", "node-2")
 	etcdctl(l, cluster, "member", "list", "-w", "table")
 	fmt.Println("\n    The object stays as history:")
-	status(l, api, cluster)
-	show(l, api, "get", "etcdmember", "node-2", "-o",
-		`jsonpath={range .status.conditions[*]}{.type}={.status} ({.reason}) {.message}{"\n"}{end}`)
+	plugin(l, api, nil, "list")
 	show(l, api, "get", "events.events.k8s.io", "-n", "kube-system", "--field-selector", "regarding.name=node-2",
 		"-o", "custom-columns=TYPE:.type,REASON:.reason,NOTE:.note")
 
-	step("Joining node-4: `etcdmember join` adds a learner and writes the settings its etcd needs")
+	step("Joining node-4: `kubectl etcdmember join` adds a learner and writes the settings its etcd needs")
 	node4 := cluster.NewPendingMember(l, "node-4")
-	settings := join(l, cluster, "node-4", node4.PeerURL())
-	node4.StartWithSettings(l, framework.ReadEnvFile(l, settings))
-	agents["node-4"] = framework.StartAgent(l, node4, api)
-	fmt.Println("    node-4's etcd started with those settings, and its agent registered it")
-	name := objectFor(l, api, node4.IDHex())
-	show(l, api, "wait", "etcdmember/"+name, "--for=condition=Promoted", "--timeout=60s")
-	show(l, api, "get", "etcdmember", name, "-o",
-		`jsonpath={range .status.conditions[*]}{.type}={.status} ({.reason}) {.message}{"\n"}{end}`)
-	show(l, api, "get", "etcdmembers")
-
-	step("Bringing node-2 back: data wiped, re-added to etcd, restarted")
-	cluster.Rejoin(l, leaving, false)
-	fmt.Printf("    node-2 is now member %s (was %s)\n", leaving.IDHex(), oldID)
-	show(l, api, "wait", "etcdmember/node-2", "--for=jsonpath={.status.memberID}="+leaving.IDHex(), "--timeout=60s")
-	show(l, api, "get", "etcdmembers")
-	show(l, api, "get", "etcdmember", "node-2", "-o",
-		`jsonpath={range .status.conditions[*]}{.type}={.status} ({.reason}) {.message}{"\n"}{end}`)
-	status(l, api, cluster)
-
-	step("Cleaning up")
-}
-
-func step(title string) { fmt.Printf("\n==> %s\n", title) }
-
-// join runs `etcdmember join` the way an operator on the new node would, prints the settings file
-// it wrote, and returns its path.
-func join(l *lab, c *framework.Cluster, name, peerURL string) string {
 	file := filepath.Join(l.TempDir(), "join.env")
-	endpoints := strings.Join(c.Endpoints(), ",")
-	fmt.Printf("\n$ etcdmember join --etcd-endpoints %s --name %s --peer-urls %s --output join.env\n", endpoints, name, peerURL)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, framework.Binary(l, "etcdmember"), "join", "--etcd-endpoints", endpoints,
-		"--name", name, "--peer-urls", peerURL, "--output", file).CombinedOutput()
-	if err != nil {
-		l.Fatalf("etcdmember join: %v\n%s", err, out)
-	}
-	fmt.Print(indent(string(out)))
+	plugin(l, api, nil, "join", "--etcd-endpoints", strings.Join(cluster.Endpoints(), ","), "--name", "node-4",
+		"--peer-urls", node4.PeerURL(), "--output", file)
 	data, err := os.ReadFile(file)
 	if err != nil {
 		l.Fatalf("reading %s: %v", file, err)
 	}
 	fmt.Printf("\n$ cat join.env\n%s", indent(string(data)))
-	return file
+	node4.StartWithSettings(l, framework.ReadEnvFile(l, file))
+	framework.StartAgent(l, node4, api)
+	fmt.Println("    node-4's etcd started with those settings, and its agent registered it")
+	name := objectFor(l, api, node4.IDHex())
+	show(l, api, "wait", resource+"/"+name, "--for=condition=Promoted", "--timeout=60s")
+	plugin(l, api, nil, "list")
+
+	step("Bringing node-2 back: data wiped, re-added to etcd, restarted")
+	cluster.Rejoin(l, leaving, false)
+	fmt.Printf("    node-2 is now member %s (was %s)\n", leaving.IDHex(), oldID)
+	show(l, api, "wait", resource+"/node-2", "--for=jsonpath={.status.memberID}="+leaving.IDHex(), "--timeout=60s")
+	show(l, api, "get", resource, "node-2", "-o",
+		`jsonpath={range .status.conditions[*]}{.type}={.status} ({.reason}) {.message}{"\n"}{end}`)
+
+	step("A stale member: node-5 (no agent) is rebuilt at a new address, its old member stays behind")
+	// etcd refuses any member add while a voter is down: the rebuilt node joins while the old
+	// machine still runs, then the old machine goes for good.
+	old := cluster.AddMember(l, "node-5", false)
+	rebuilt := cluster.AddMemberAs(l, "node-5-rebuilt", "node-5", true)
+	fmt.Printf("    node-5 was member %s at %s; rebuilt, it is member %s at %s\n", old.IDHex(), old.PeerURL(), rebuilt.IDHex(), rebuilt.PeerURL())
+	waitFor(l, api, "the rebuilt node-5 promoted", func(items []v1alpha1.EtcdMember) bool {
+		for _, m := range items {
+			if m.Status.MemberID == rebuilt.IDHex() && !m.Status.IsLearner && isTrue(&m, v1alpha1.ConditionJoined) {
+				return true
+			}
+		}
+		return false
+	})
+	old.Stop(l)
+	fmt.Println("    the old node-5 machine is gone")
+	waitFor(l, api, "the old node-5 recorded unhealthy", func(items []v1alpha1.EtcdMember) bool {
+		for _, m := range items {
+			if m.Status.MemberID == old.IDHex() {
+				c := condition(&m, v1alpha1.ConditionHealthy)
+				return c != nil && c.Status == "False" && time.Since(c.LastTransitionTime.Time) > 3*time.Second
+			}
+		}
+		return false
+	})
+	plugin(l, api, nil, "list")
+	plugin(l, api, nil, "prune-stale", "--unreachable-for", "3s", "--dry-run")
+	plugin(l, api, nil, "prune-stale", "--unreachable-for", "3s", "--yes")
+
+	step("Where things stand")
+	waitHealthy(l, api, cluster)
+	plugin(l, api, nil, "list", "--etcd-endpoints", strings.Join(cluster.Endpoints(), ","))
+	etcdctl(l, cluster, "member", "list", "-w", "table")
+
+	step("Cleaning up")
 }
+
+// plugin runs `kubectl etcdmember ARGS...` through the real kubectl with the plugin on PATH and
+// KUBECONFIG set, as an operator would, and prints it with its output (stderr's progress and
+// stdout's data interleaved as a terminal shows them).
+func plugin(l *lab, api *framework.APIServer, env []string, args ...string) {
+	fmt.Printf("\n$ kubectl etcdmember %s\n", quoteArgs(args))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := api.PluginCommand(l, ctx, env, args...)
+	out, err := cmd.CombinedOutput()
+	fmt.Print(indent(string(out)))
+	if err != nil {
+		l.Fatalf("kubectl etcdmember %s: %v", strings.Join(args, " "), err)
+	}
+}
+
+// waitHealthy waits until every object of a running member says Healthy=True, so that a listing
+// does not show a member as down from a probe made before it came back.
+func waitHealthy(l *lab, api *framework.APIServer, c *framework.Cluster) {
+	running := map[string]bool{}
+	for _, m := range c.Members() {
+		if m.Running() {
+			running[m.IDHex()] = true
+		}
+	}
+	waitFor(l, api, "every running member Healthy=True", func(items []v1alpha1.EtcdMember) bool {
+		healthy := 0
+		for _, m := range items {
+			if running[m.Status.MemberID] && isTrue(&m, v1alpha1.ConditionHealthy) {
+				healthy++
+			}
+		}
+		return healthy == len(running)
+	})
+}
+
+func waitFor(l *lab, api *framework.APIServer, what string, ok func([]v1alpha1.EtcdMember) bool) {
+	c := api.ObjectClient(l, 0)
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		var list v1alpha1.EtcdMemberList
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := c.List(ctx, &list)
+		cancel()
+		if err == nil && ok(list.Items) {
+			return
+		}
+	}
+	l.Fatalf("waiting for %s: not within a minute", what)
+}
+
+func condition(m *v1alpha1.EtcdMember, condType string) *metav1.Condition {
+	return meta.FindStatusCondition(m.Status.Conditions, condType)
+}
+
+func isTrue(m *v1alpha1.EtcdMember, condType string) bool {
+	return meta.IsStatusConditionTrue(m.Status.Conditions, condType)
+}
+
+func step(title string) { fmt.Printf("\n==> %s\n", title) }
 
 // objectFor returns the name of the object recording member id. A learner the leader saw before
 // its agent registered it is discovered under another name, and keeps it.
 func objectFor(l *lab, api *framework.APIServer, id string) string {
 	query := fmt.Sprintf(`jsonpath={range .items[?(@.status.memberID=="%s")]}{.metadata.name}{end}`, id)
 	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if name := api.MustKubectl(l, "get", "etcdmembers", "-o", query); name != "" {
+		if name := api.MustKubectl(l, "get", resource, "-o", query); name != "" {
 			return name
 		}
 	}
@@ -139,22 +219,6 @@ func etcdctl(l *lab, c *framework.Cluster, args ...string) {
 		l.Fatalf("%v\n%s", err, out)
 	}
 	fmt.Print(indent(out))
-}
-
-// status runs `etcdmember status`, which joins the objects with live etcd, the way an operator
-// with KUBECONFIG set would.
-func status(l *lab, api *framework.APIServer, c *framework.Cluster) {
-	endpoints := strings.Join(c.Endpoints(), ",")
-	fmt.Printf("\n$ etcdmember status --etcd-endpoints %s\n", endpoints)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, framework.Binary(l, "etcdmember"), "status", "--etcd-endpoints", endpoints)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+api.Kubeconfig())
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		l.Fatalf("etcdmember status: %v\n%s", err, out)
-	}
-	fmt.Print(indent(string(out)))
 }
 
 func quoteArgs(args []string) string {

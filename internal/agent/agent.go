@@ -12,23 +12,24 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/etcdmember/etcdmember/api/v1alpha1"
-	"github.com/etcdmember/etcdmember/internal/controller"
-	"github.com/etcdmember/etcdmember/internal/etcd"
-	"github.com/etcdmember/etcdmember/internal/events"
-	"github.com/etcdmember/etcdmember/internal/peerurl"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/controller"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/events"
+	"github.com/etcdmember/kubectl-etcdmember/internal/peerurl"
 )
 
 // Options configures an agent. The etcd TLS fields take etcdctl's names.
 type Options struct {
-	Kubeconfig    string
+	// RESTConfig loads how to reach the API server (the plugin's kubectl connection flags); it is
+	// called only once the other options proved valid, so that their errors come first.
+	RESTConfig    func() (*rest.Config, error)
 	EtcdEndpoints []string
 	EtcdCACert    string
 	EtcdCert      string
@@ -149,9 +150,12 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("--advertise-peer-urls: %w", err)
 	}
-	restConfig, err := loadKubeconfig(opts.Kubeconfig)
+	if opts.RESTConfig == nil {
+		return errors.New("no API server configuration")
+	}
+	restConfig, err := opts.RESTConfig()
 	if err != nil {
-		return err
+		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	etcdClient, err := etcd.New(etcd.Config{
 		Endpoints: opts.EtcdEndpoints, CACert: opts.EtcdCACert, Cert: opts.EtcdCert, Key: opts.EtcdKey,
@@ -217,16 +221,6 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	return mgr.Start(ctx)
-}
-
-func loadKubeconfig(path string) (*rest.Config, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = path
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("loading kubeconfig: %w", err)
-	}
-	return cfg, nil
 }
 
 // waitForLocalMember asks the local endpoint for its member ID until it answers: at boot the

@@ -8,10 +8,10 @@ import (
 
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/etcdmember/etcdmember/api/v1alpha1"
-	"github.com/etcdmember/etcdmember/internal/etcd"
-	"github.com/etcdmember/etcdmember/internal/events"
-	"github.com/etcdmember/etcdmember/internal/peerurl"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/events"
+	"github.com/etcdmember/kubectl-etcdmember/internal/peerurl"
 )
 
 // Event reasons of --advertise-peer-urls. They live here rather than in api/v1alpha1 because

@@ -5,9 +5,9 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/etcdmember/etcdmember/api/v1alpha1"
-	"github.com/etcdmember/etcdmember/internal/etcd"
-	"github.com/etcdmember/etcdmember/internal/status"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
 // headStart is what a reconcile starts as soon as it has read an object whose leave will likely

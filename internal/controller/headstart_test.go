@@ -3,7 +3,7 @@ package controller
 import (
 	"testing"
 
-	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 )
 
 // TestSameVoters: the guard may use the probes started on the previous member list only when the

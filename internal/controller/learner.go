@@ -11,11 +11,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/etcdmember/etcdmember/api/v1alpha1"
-	"github.com/etcdmember/etcdmember/internal/etcd"
-	"github.com/etcdmember/etcdmember/internal/metrics"
-	"github.com/etcdmember/etcdmember/internal/quorum"
-	"github.com/etcdmember/etcdmember/internal/status"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/metrics"
+	"github.com/etcdmember/kubectl-etcdmember/internal/quorum"
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
 // Bounds of the wait between promotion attempts etcd refused as not ready.

@@ -21,12 +21,12 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/etcdmember/etcdmember/api/v1alpha1"
-	"github.com/etcdmember/etcdmember/internal/etcd"
-	"github.com/etcdmember/etcdmember/internal/events"
-	"github.com/etcdmember/etcdmember/internal/failpoint"
-	"github.com/etcdmember/etcdmember/internal/metrics"
-	"github.com/etcdmember/etcdmember/internal/status"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/events"
+	"github.com/etcdmember/kubectl-etcdmember/internal/failpoint"
+	"github.com/etcdmember/kubectl-etcdmember/internal/metrics"
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
 // Defaults for LeaveReconciler's intervals.

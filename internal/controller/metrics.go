@@ -1,10 +1,10 @@
 package controller
 
 import (
-	"github.com/etcdmember/etcdmember/api/v1alpha1"
-	"github.com/etcdmember/etcdmember/internal/etcd"
-	"github.com/etcdmember/etcdmember/internal/metrics"
-	"github.com/etcdmember/etcdmember/internal/status"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/metrics"
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
 // recordMembership exports the member list and the members' health as the leader last saw them.

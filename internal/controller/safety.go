@@ -9,11 +9,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/etcdmember/etcdmember/api/v1alpha1"
-	"github.com/etcdmember/etcdmember/internal/etcd"
-	"github.com/etcdmember/etcdmember/internal/metrics"
-	"github.com/etcdmember/etcdmember/internal/quorum"
-	"github.com/etcdmember/etcdmember/internal/status"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/metrics"
+	"github.com/etcdmember/kubectl-etcdmember/internal/quorum"
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
 // guard clears a removal with the quorum rule and, when the target leads etcd, moves leadership

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 
-	"github.com/etcdmember/etcdmember/internal/metrics"
+	"github.com/etcdmember/kubectl-etcdmember/internal/metrics"
 )
 
 // DefaultCallTimeout bounds every etcd call unless the caller's context is shorter.
@@ -65,6 +65,8 @@ type EndpointStatus struct {
 	RaftIndex uint64
 	// DBSize is the size of the member's backend database in bytes.
 	DBSize int64
+	// Version is the etcd server's version.
+	Version string
 }
 
 // Client is a connection to an etcd cluster.
@@ -154,7 +156,7 @@ func (c *Client) Status(ctx context.Context, endpoint string) (EndpointStatus, e
 	}
 	return EndpointStatus{
 		MemberID: resp.Header.MemberId, Leader: resp.Leader, IsLearner: resp.IsLearner,
-		RaftTerm: resp.RaftTerm, RaftIndex: resp.RaftIndex, DBSize: resp.DbSize,
+		RaftTerm: resp.RaftTerm, RaftIndex: resp.RaftIndex, DBSize: resp.DbSize, Version: resp.Version,
 	}, nil
 }
 

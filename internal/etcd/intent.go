@@ -10,7 +10,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdmember/etcdmember/internal/metrics"
+	"github.com/etcdmember/kubectl-etcdmember/internal/metrics"
 )
 
 // removalIntentPrefix holds the leader's removal intents: one key per member ID it decided to

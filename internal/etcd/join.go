@@ -6,7 +6,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 
-	"github.com/etcdmember/etcdmember/internal/metrics"
+	"github.com/etcdmember/kubectl-etcdmember/internal/metrics"
 )
 
 // MemberAddAsLearner adds a non-voting member with these peer URLs. It returns the new member and

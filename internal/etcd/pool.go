@@ -11,7 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
-	"github.com/etcdmember/etcdmember/internal/metrics"
+	"github.com/etcdmember/kubectl-etcdmember/internal/metrics"
 )
 
 // Health is what one probe of a member found.

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 )
 
 // ReportingController names etcdmember in the Events it writes.

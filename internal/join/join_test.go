@@ -12,7 +12,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
-	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 )
 
 // fakeCluster plays etcd's member list; addErrs are the answers of the next adds, then adds

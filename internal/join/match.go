@@ -5,9 +5,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/etcdmember/etcdmember/internal/peerurl"
+	"github.com/etcdmember/kubectl-etcdmember/internal/peerurl"
 
-	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 )
 
 // Match finds the member that already has exactly the peer URLs want (normalized), which makes a

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 )
 
 func TestMatch(t *testing.T) {

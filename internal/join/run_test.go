@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 )
 
 func TestRunRefusesBadOptionsBeforeAskingEtcd(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 )
 
 // FuzzSettings feeds the settings renderer what it gets from outside: the name an operator typed

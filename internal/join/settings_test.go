@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/etcdmember/etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 )
 
 func member(id uint64, name string, learner bool, peerURLs ...string) etcd.Member {

@@ -7,7 +7,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/etcdmember/etcdmember/internal/peerurl"
+	"github.com/etcdmember/kubectl-etcdmember/internal/peerurl"
 )
 
 // CheckName accepts a name etcd can find again in ETCD_INITIAL_CLUSTER, which it splits at

@@ -6,7 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 )
 
 func TestSetTransitions(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 	"github.com/go-logr/logr"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/etcdmember/etcdmember/internal/agent"
+	"github.com/etcdmember/kubectl-etcdmember/internal/agent"
 )
 
 // What one run measures, sized to keep `make bench` near a quarter of an hour on 2 cores: each

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdmember/etcdmember/internal/agent"
-	"github.com/etcdmember/etcdmember/test/framework"
+	"github.com/etcdmember/kubectl-etcdmember/internal/agent"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 // results is every figure one run measured.
@@ -504,7 +504,7 @@ func versions(t *testing.T) [][2]string {
 		{"go", runtime.Version()},
 		{"etcd", etcd},
 		{"kube-apiserver", output(t, root, framework.Binary(t, "kube-apiserver"), "--version")},
-		{"etcdmember", output(t, root, framework.Binary(t, "etcdmember"), "--version") + " (git " + commit + ")"},
+		{"kubectl-etcdmember", output(t, root, framework.Binary(t, "kubectl-etcdmember"), "--version") + " (git " + commit + ")"},
 	}
 }
 

@@ -15,9 +15,9 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/etcdmember/etcdmember/api/v1alpha1"
-	"github.com/etcdmember/etcdmember/internal/status"
-	"github.com/etcdmember/etcdmember/test/framework"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 // benchScale times full resyncs of scaleVoters members and historyObjects objects of members

@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/etcdmember/etcdmember/test/framework"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 // families is one scrape of a Prometheus endpoint, by metric name.
@@ -150,7 +150,7 @@ func (e *env) agentPIDs() map[string]int {
 			continue // exited meanwhile, or not ours to read
 		}
 		args := strings.Split(strings.TrimRight(string(data), "\x00"), "\x00")
-		if len(args) < 2 || filepath.Base(args[0]) != "etcdmember" || args[1] != "agent" {
+		if len(args) < 2 || filepath.Base(args[0]) != "kubectl-etcdmember" || args[1] != "serve" {
 			continue
 		}
 		for _, arg := range args {

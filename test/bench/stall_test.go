@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/etcdmember/etcdmember/api/v1alpha1"
-	"github.com/etcdmember/etcdmember/internal/status"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
 // stallSample is one leave of the leading agent's own member while every other agent was frozen,

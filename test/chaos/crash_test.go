@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/etcdmember/etcdmember/internal/failpoint"
+	"github.com/etcdmember/kubectl-etcdmember/internal/failpoint"
 )
 
 // runCrash arms one agent with a failpoint and makes it the only agent able to carry out a leave:

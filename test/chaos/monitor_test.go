@@ -11,10 +11,10 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/etcdmember/etcdmember/api/v1alpha1"
-	"github.com/etcdmember/etcdmember/internal/etcd"
-	"github.com/etcdmember/etcdmember/internal/failpoint"
-	"github.com/etcdmember/etcdmember/internal/status"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/failpoint"
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
 // How often the monitors sample. The member list is read often enough to see every removal

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdmember/etcdmember/internal/failpoint"
+	"github.com/etcdmember/kubectl-etcdmember/internal/failpoint"
 )
 
 // kind is what a step does.

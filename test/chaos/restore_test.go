@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	"github.com/etcdmember/etcdmember/api/v1alpha1"
-	"github.com/etcdmember/etcdmember/internal/status"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
 // Outcomes a leave may settle on once every fault is healed.

@@ -14,9 +14,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/etcdmember/etcdmember/api/v1alpha1"
-	"github.com/etcdmember/etcdmember/internal/agent"
-	"github.com/etcdmember/etcdmember/test/framework"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/agent"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 // TestPeerURLChangeCorrected: a member restarted on a new address keeps its old peer URL in
@@ -71,7 +71,7 @@ func TestPeerURLChangeCorrected(t *testing.T) {
 
 // TestPeerURLFlagRejected: a peer URL etcd could not use ends the agent before it starts.
 func TestPeerURLFlagRejected(t *testing.T) {
-	out, code := runAgentCLI(t, "agent", "--etcd-endpoints", "http://127.0.0.1:1",
+	out, code := runAgentCLI(t, "serve", "--etcd-endpoints", "http://127.0.0.1:1",
 		"--advertise-peer-urls", "http://10.0.0.1:2380,ftp://10.0.0.2:2380")
 	if code == 0 || !strings.Contains(out, "--advertise-peer-urls") || !strings.Contains(out, "scheme must be http or https") {
 		t.Errorf("exit %d, output %q; want a non-zero exit naming the bad URL", code, out)

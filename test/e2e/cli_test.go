@@ -10,15 +10,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdmember/etcdmember/test/framework"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
-// runAgentCLI runs bin/etcdmember with args and returns its output and exit code.
+// runAgentCLI runs bin/kubectl-etcdmember directly, as a node's init system runs `serve`, and
+// returns its combined output and exit code.
 func runAgentCLI(t *testing.T, args ...string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, framework.Binary(t, "etcdmember"), args...).CombinedOutput()
+	out, err := exec.CommandContext(ctx, framework.Binary(t, "kubectl-etcdmember"), args...).CombinedOutput()
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
@@ -26,15 +27,15 @@ func runAgentCLI(t *testing.T, args ...string) (string, int) {
 	case errors.As(err, &exit):
 		return string(out), exit.ExitCode()
 	default:
-		t.Fatalf("running etcdmember %v: %v", args, err)
+		t.Fatalf("running kubectl-etcdmember %v: %v", args, err)
 		return "", -1
 	}
 }
 
 func TestVersion(t *testing.T) {
 	out, code := runAgentCLI(t, "--version")
-	if code != 0 || !strings.HasPrefix(out, "etcdmember version ") {
-		t.Fatalf("--version: exit %d, %q", code, out)
+	if code != 0 || !strings.HasPrefix(out, "kubectl-etcdmember version ") || strings.Contains(out, "version dev") {
+		t.Fatalf("--version: exit %d, %q; want the version make build stamps", code, out)
 	}
 }
 
@@ -57,14 +58,14 @@ current-context: c
 		args []string
 		want string
 	}{
-		{"no endpoint", []string{"agent", "--kubeconfig", kubeconfig}, "--etcd-endpoints is required"},
-		{"cert without key", []string{"agent", "--kubeconfig", kubeconfig, "--etcd-endpoints", "http://127.0.0.1:1", "--etcd-cert", "c.pem"}, "--etcd-cert and --etcd-key go together"},
-		{"unreadable certificates", []string{"agent", "--kubeconfig", kubeconfig, "--etcd-endpoints", "https://127.0.0.1:1",
+		{"no endpoint", []string{"serve", "--kubeconfig", kubeconfig}, "--etcd-endpoints is required"},
+		{"cert without key", []string{"serve", "--kubeconfig", kubeconfig, "--etcd-endpoints", "http://127.0.0.1:1", "--etcd-cert", "c.pem"}, "--etcd-cert and --etcd-key go together"},
+		{"unreadable certificates", []string{"serve", "--kubeconfig", kubeconfig, "--etcd-endpoints", "https://127.0.0.1:1",
 			"--etcd-cacert", filepath.Join(dir, "missing-ca.pem"), "--etcd-cert", filepath.Join(dir, "missing.pem"), "--etcd-key", filepath.Join(dir, "missing-key.pem")}, "loading etcd TLS files"},
-		{"missing kubeconfig", []string{"agent", "--kubeconfig", filepath.Join(dir, "nope"), "--etcd-endpoints", "http://127.0.0.1:1"}, "loading kubeconfig"},
-		{"unreachable etcd", []string{"agent", "--kubeconfig", kubeconfig, "--etcd-endpoints", "http://127.0.0.1:1", "--etcd-wait-timeout", "1s"}, "did not answer within 1s"},
-		{"bad leader election timing", []string{"agent", "--kubeconfig", kubeconfig, "--etcd-endpoints", "http://127.0.0.1:1", "--leader-elect-retry-period", "10s"}, "leader election needs retry period"},
-		{"unknown flag", []string{"agent", "--etcd-endpoint", "x"}, "unknown flag: --etcd-endpoint"},
+		{"missing kubeconfig", []string{"serve", "--kubeconfig", filepath.Join(dir, "nope"), "--etcd-endpoints", "http://127.0.0.1:1"}, "loading kubeconfig"},
+		{"unreachable etcd", []string{"serve", "--kubeconfig", kubeconfig, "--etcd-endpoints", "http://127.0.0.1:1", "--etcd-wait-timeout", "1s"}, "did not answer within 1s"},
+		{"bad leader election timing", []string{"serve", "--kubeconfig", kubeconfig, "--etcd-endpoints", "http://127.0.0.1:1", "--leader-elect-retry-period", "10s"}, "leader election needs retry period"},
+		{"unknown flag", []string{"serve", "--etcd-endpoint", "x"}, "unknown flag: --etcd-endpoint"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdmember/etcdmember/internal/etcd"
-	"github.com/etcdmember/etcdmember/internal/failpoint"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/failpoint"
 )
 
 // TestLeaderStoppedAfterRemovalReportsRemoved: the only agent removes a member and exits before it

@@ -9,7 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 )
 
 // TestDeleteGuard: deleting the object of a joined member is refused until it is asked to leave;
@@ -28,7 +28,7 @@ func TestDeleteGuard(t *testing.T) {
 	refusal := ""
 	deadline := time.Now().Add(settle)
 	for time.Now().Before(deadline) {
-		out, err := e.api.Kubectl(t, "delete", "etcdmember", target.Name, "--dry-run=server")
+		out, err := e.api.Kubectl(t, "delete", "etcdmembers.etcdmember.io", target.Name, "--dry-run=server")
 		if err != nil {
 			refusal = out
 			break
@@ -38,7 +38,7 @@ func TestDeleteGuard(t *testing.T) {
 	if !strings.Contains(refusal, "ask it to leave first") {
 		t.Fatalf("deleting a joined member was not refused with instructions: %q", refusal)
 	}
-	out, err := e.api.Kubectl(t, "delete", "etcdmember", target.Name, "--wait=false")
+	out, err := e.api.Kubectl(t, "delete", "etcdmembers.etcdmember.io", target.Name, "--wait=false")
 	if err == nil || !strings.Contains(out, "etcdmember-delete-guard") {
 		t.Fatalf("delete of a joined member: err=%v, output %q", err, out)
 	}
@@ -48,7 +48,7 @@ func TestDeleteGuard(t *testing.T) {
 
 	// Asked to leave, the delete is accepted and completes once the member is gone.
 	e.leave(target.Name)
-	e.kubectl("delete", "etcdmember", target.Name, "--timeout=45s")
+	e.kubectl("delete", "etcdmembers.etcdmember.io", target.Name, "--timeout=45s")
 	if e.etcdMemberIDs()[target.ID()] {
 		t.Fatalf("object deleted while its member is still in etcd")
 	}
@@ -59,7 +59,7 @@ func TestDeleteGuard(t *testing.T) {
 	e.waitFor(left.Name, "Left=True/Removed without finalizer", func(m *v1alpha1.EtcdMember) bool {
 		return removedByUs(m) && !hasFinalizer(m)
 	})
-	e.kubectl("delete", "etcdmember", left.Name, "--timeout=10s")
+	e.kubectl("delete", "etcdmembers.etcdmember.io", left.Name, "--timeout=10s")
 	assertGone(t, e, left.Name)
 }
 

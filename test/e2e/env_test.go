@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/etcdmember/etcdmember/api/v1alpha1"
-	"github.com/etcdmember/etcdmember/test/framework"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 const (
@@ -132,7 +132,7 @@ func (e *env) retry(what string, call func(ctx context.Context) error) {
 // leave asks for a member's removal the way an operator does.
 func (e *env) leave(name string) {
 	e.t.Helper()
-	e.kubectl("patch", "etcdmember", name, "--type", "merge", "-p", `{"spec":{"leave":true}}`)
+	e.kubectl("patch", "etcdmembers.etcdmember.io", name, "--type", "merge", "-p", `{"spec":{"leave":true}}`)
 }
 
 // waitFor polls the object until ok holds, failing with the last state seen.

@@ -18,10 +18,10 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdmember/etcdmember/test/framework"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
-// runJoin runs "bin/etcdmember join" against endpoints of c, with its client certificate under
+// runJoin runs "bin/kubectl-etcdmember join" against endpoints of c, with its client certificate under
 // TLS, and returns stdout and stderr apart: stdout is the settings.
 func runJoin(t *testing.T, c *framework.Cluster, endpoints []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
@@ -31,7 +31,7 @@ func runJoin(t *testing.T, c *framework.Cluster, endpoints []string, args ...str
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, framework.Binary(t, "etcdmember"), args...)
+	cmd := exec.CommandContext(ctx, framework.Binary(t, "kubectl-etcdmember"), args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -41,7 +41,7 @@ func runJoin(t *testing.T, c *framework.Cluster, endpoints []string, args ...str
 	case errors.As(err, &exit):
 		code = exit.ExitCode()
 	default:
-		t.Fatalf("running etcdmember %v: %v", args, err)
+		t.Fatalf("running kubectl-etcdmember %v: %v", args, err)
 	}
 	return out.String(), errOut.String(), code
 }

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/etcdmember/etcdmember/test/framework"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 // TestDeployManifests keeps deploy/ from rotting: every Kubernetes manifest is accepted by a real
@@ -46,14 +46,15 @@ func TestDeployManifests(t *testing.T) {
 		api.MustKubectl(t, "apply", "--dry-run=server", "-f", file)
 	}
 
+	// The image's entrypoint is `kubectl-etcdmember serve`: the pods' args are its flags.
 	argSets := map[string][]string{
-		"static pod": pod.Spec.Containers[0].Args,
-		"daemonset":  ds.Spec.Template.Spec.Containers[0].Args,
+		"static pod": append([]string{"serve"}, pod.Spec.Containers[0].Args...),
+		"daemonset":  append([]string{"serve"}, ds.Spec.Template.Spec.Containers[0].Args...),
 		"systemd":    execStartArgs(t, filepath.Join(deploy, "systemd", "etcdmember-agent.service")),
 	}
 	for name, args := range argSets {
-		if len(args) == 0 || args[0] != "agent" {
-			t.Errorf("%s: agent args %v do not start with the agent command", name, args)
+		if len(args) == 0 || args[0] != "serve" {
+			t.Errorf("%s: agent args %v do not start with the serve command", name, args)
 			continue
 		}
 		withHelp := append(append([]string{}, args...), "--help")

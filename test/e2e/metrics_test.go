@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdmember/etcdmember/api/v1alpha1"
-	"github.com/etcdmember/etcdmember/test/framework"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 // TestMetricsAndProbes: the leader's metrics follow a refused and then completed leave, and

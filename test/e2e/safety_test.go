@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/etcdmember/etcdmember/api/v1alpha1"
-	"github.com/etcdmember/etcdmember/test/framework"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 func leftReason(reason string) func(*v1alpha1.EtcdMember) bool {
@@ -93,7 +93,7 @@ func TestFailedRemovalReportsEtcdError(t *testing.T) {
 	others := nonLeaders(e)
 	dead, target := others[0], others[1]
 	dead.Kill(t)
-	e.kubectl("annotate", "etcdmember", target.Name, v1alpha1.AnnotationForceLeave+"=true")
+	e.kubectl("annotate", "etcdmembers.etcdmember.io", target.Name, v1alpha1.AnnotationForceLeave+"=true")
 	e.leave(target.Name)
 
 	obj := e.waitFor(target.Name, "Left=False/EtcdError", leftReason(v1alpha1.ReasonEtcdError))
@@ -114,7 +114,7 @@ func TestFailedRemovalReportsEtcdError(t *testing.T) {
 func TestTwoLeavesOnThreeMembers(t *testing.T) {
 	e := newEnv(t, envConfig{size: 3})
 	others := nonLeaders(e)
-	e.kubectl("patch", "etcdmember", others[0].Name, others[1].Name, "--type", "merge", "-p", `{"spec":{"leave":true}}`)
+	e.kubectl("patch", "etcdmembers.etcdmember.io", others[0].Name, others[1].Name, "--type", "merge", "-p", `{"spec":{"leave":true}}`)
 	for _, m := range others {
 		e.waitFor(m.Name, "Left=True/Removed", removedByUs)
 	}
@@ -134,7 +134,7 @@ func TestSerializedLeavesJudgedAfterEachChange(t *testing.T) {
 	dead, a, b := others[0], others[1], others[2]
 	e.agents[dead.Name].Kill(t)
 	dead.Kill(t)
-	e.kubectl("patch", "etcdmember", a.Name, b.Name, "--type", "merge", "-p", `{"spec":{"leave":true}}`)
+	e.kubectl("patch", "etcdmembers.etcdmember.io", a.Name, b.Name, "--type", "merge", "-p", `{"spec":{"leave":true}}`)
 
 	deadline := time.Now().Add(settle)
 	var removed, refused []string

@@ -34,7 +34,8 @@ var TestAgentArgs = []string{
 	"--probe-interval=2s",
 }
 
-// Agent is an `etcdmember agent` process for one member, run from bin/etcdmember.
+// Agent is a `kubectl-etcdmember serve` process (the node agent) for one member, run from
+// bin/kubectl-etcdmember.
 type Agent struct {
 	Name string
 
@@ -66,7 +67,7 @@ func StartAgent(t TB, m *Member, api *APIServer, args ...string) *Agent {
 
 func (a *Agent) commandLine() []string {
 	args := []string{
-		"agent",
+		"serve",
 		"--kubeconfig=" + a.api.Kubeconfig(),
 		"--etcd-endpoints=" + a.member.ClientURL(),
 		"--name=" + a.member.Name,
@@ -102,7 +103,7 @@ func (a *Agent) SetEnv(t TB, kv ...string) {
 // exit status of is the agent itself, and the log's header shows the variables it ran with.
 func (a *Agent) launch(t TB) {
 	t.Helper()
-	bin, args := Binary(t, "etcdmember"), a.commandLine()
+	bin, args := Binary(t, "kubectl-etcdmember"), a.commandLine()
 	if len(a.env) > 0 {
 		envBin, err := exec.LookPath("env")
 		if err != nil {

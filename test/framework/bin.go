@@ -9,7 +9,7 @@ import (
 
 // modulePath identifies the repository root when walking up from the working
 // directory, so tests find bin/ no matter which package directory they run in.
-const modulePath = "github.com/etcdmember/etcdmember"
+const modulePath = "github.com/etcdmember/kubectl-etcdmember"
 
 // binDirEnv overrides the discovered bin/ directory, e.g. to point a test at
 // binaries built elsewhere.
@@ -80,7 +80,7 @@ func Binary(t TB, name string) string {
 
 // buildCommand names the make target that builds bin/<name>.
 func buildCommand(name string) string {
-	if name == "etcdmember" {
+	if name == "kubectl-etcdmember" || name == "kubectl_complete-etcdmember" {
 		return "make build"
 	}
 	return "make testbin"

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/etcdmember/etcdmember/test/framework"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 // recordingTB records Fatalf instead of stopping the goroutine, so a test can

@@ -11,7 +11,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
-	"github.com/etcdmember/etcdmember/test/framework"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 func TestClusterMembersAgree(t *testing.T) {

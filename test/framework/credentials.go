@@ -6,7 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -61,7 +63,38 @@ func (a *APIServer) Restricted(t TB, user string, rules []rbacv1.PolicyRule) (*r
 		t.Fatalf("credential for %s: %v", user, err)
 	}
 
-	name := "framework:restricted:" + user
+	a.bind(t, "framework:restricted:"+user, rbacv1.Subject{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}, user, rules)
+	return cfg, path
+}
+
+// Token returns a bearer token of a new ServiceAccount kube-system/name bound to exactly rules,
+// as an operator's credential would be: for kubectl's --token, with --server URL() and
+// --certificate-authority CAFile(). It returns once the apiserver authorizes the first rule.
+func (a *APIServer) Token(t TB, name string, rules []rbacv1.PolicyRule) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	const ns = "kube-system"
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	if _, err := a.clientset.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create ServiceAccount %s: %v", name, err)
+	}
+	a.bind(t, "framework:token:"+name, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns},
+		"system:serviceaccount:"+ns+":"+name, rules)
+	tr, err := a.clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token for ServiceAccount %s: %v", name, err)
+	}
+	return tr.Status.Token
+}
+
+// CAFile is the CA certificate that verifies the apiserver's serving certificate.
+func (a *APIServer) CAFile() string { return a.c.ca.file }
+
+// bind grants subject exactly rules through a ClusterRole and ClusterRoleBinding called name,
+// and waits until user (the subject's user name) is authorized for the first rule.
+func (a *APIServer) bind(t TB, name string, subject rbacv1.Subject, user string, rules []rbacv1.PolicyRule) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	rbac := a.clientset.RbacV1()
@@ -72,7 +105,7 @@ func (a *APIServer) Restricted(t TB, user string, rules []rbacv1.PolicyRule) (*r
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+		Subjects:   []rbacv1.Subject{subject},
 	}
 	if _, err := rbac.ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create ClusterRoleBinding %s: %v", name, err)
@@ -80,7 +113,6 @@ func (a *APIServer) Restricted(t TB, user string, rules []rbacv1.PolicyRule) (*r
 	if len(rules) > 0 {
 		a.waitAuthorized(t, user, rules[0])
 	}
-	return cfg, path
 }
 
 // waitAuthorized polls a SubjectAccessReview for a request that rule allows.

@@ -10,7 +10,7 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdmember/etcdmember/test/framework"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 // eventually retries fn every 100 ms, each attempt under a 2 s context, until

@@ -9,7 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/etcdmember/etcdmember/internal/agent"
+	"github.com/etcdmember/kubectl-etcdmember/internal/agent"
 )
 
 // errNoHolder: the Lease exists but nobody holds it, between two leaders.

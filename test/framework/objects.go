@@ -5,7 +5,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/etcdmember/etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 )
 
 // ObjectClient returns an admin client that knows EtcdMembers and the built-in kinds. qps sets

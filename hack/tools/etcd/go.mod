@@ -1,4 +1,4 @@
-module github.com/etcdmember/etcdmember/hack/tools/etcd
+module github.com/etcdmember/kubectl-etcdmember/hack/tools/etcd
 
 go 1.26.0
 

@@ -1,4 +1,4 @@
-module github.com/etcdmember/etcdmember/hack/tools/gen
+module github.com/etcdmember/kubectl-etcdmember/hack/tools/gen
 
 go 1.26.0
 

@@ -1,4 +1,4 @@
-module github.com/etcdmember/etcdmember/hack/tools/kube
+module github.com/etcdmember/kubectl-etcdmember/hack/tools/kube
 
 go 1.26.0
 

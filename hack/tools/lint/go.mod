@@ -1,4 +1,4 @@
-module github.com/etcdmember/etcdmember/hack/tools/lint
+module github.com/etcdmember/kubectl-etcdmember/hack/tools/lint
 
 go 1.26.0
 

@@ -1,14 +1,14 @@
-package main
+package cmd
 
 import (
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdmember/etcdmember/internal/join"
+	"github.com/etcdmember/kubectl-etcdmember/internal/join"
 )
 
-func newJoinCommand() *cobra.Command {
+func newJoinCommand(r *root) *cobra.Command {
 	opts := join.Options{Timeout: 30 * time.Second}
 	cmd := &cobra.Command{
 		Use:   "join --name NAME --peer-urls URLS --etcd-endpoints ENDPOINTS",
@@ -30,12 +30,12 @@ peer URLs, or when another learner is still waiting for its promotion.
 
 etcd refuses membership changes for a few seconds after a member (re)connects; join retries
 those until --timeout. Notes (the member ID added or found) go to stderr.`,
-		Example: `  etcdmember join --name node-4 --peer-urls https://10.0.0.14:2380 \
+		Example: `  kubectl etcdmember join --name node-4 --peer-urls https://10.0.0.14:2380 \
     --etcd-endpoints https://10.0.0.11:2379 --etcd-cacert ca.crt --etcd-cert client.crt --etcd-key client.key \
     --output /etc/etcd/join.env`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return join.Run(cmd.Context(), opts, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return join.Run(cmd.Context(), opts, r.streams.Out, r.streams.ErrOut)
 		},
 	}
 	f := cmd.Flags()

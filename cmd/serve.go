@@ -1,4 +1,4 @@
-package main
+package cmd
 
 import (
 	"flag"
@@ -7,16 +7,19 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/etcdmember/etcdmember/internal/agent"
+	"github.com/etcdmember/kubectl-etcdmember/internal/agent"
 )
 
-func newAgentCommand() *cobra.Command {
+func newServeCommand(r *root) *cobra.Command {
 	opts := agent.DefaultOptions()
 	zapOpts := zap.Options{}
 	cmd := &cobra.Command{
-		Use:   "agent",
-		Short: "Register this node's etcd member and take part in running the leave controller",
-		Long: `The agent runs on every etcd node. It learns which member is local from the local etcd
+		Use:    "serve",
+		Hidden: true,
+		Short:  "Run the node agent: register this node's etcd member and take part in running the leave controller",
+		Long: `serve runs the node agent, on every etcd node (a static pod, DaemonSet or systemd unit; not on
+an operator's laptop). It reaches the API server through kubectl's connection flags (--kubeconfig,
+or the in-cluster service account). It learns which member is local from the local etcd
 endpoint, keeps that member's EtcdMember object up to date, and campaigns for the leader Lease; the
 leader removes members whose object has spec.leave: true, one at a time, never its own.`,
 		Args: cobra.NoArgs,
@@ -24,11 +27,11 @@ leader removes members whose object has spec.leave: true, one at a time, never i
 			logger := zap.New(zap.UseFlagOptions(&zapOpts))
 			ctrl.SetLogger(logger)
 			ctx := ctrl.LoggerInto(cmd.Context(), logger)
+			opts.RESTConfig = r.config.ToRESTConfig
 			return agent.Run(ctx, opts)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty means in-cluster config or $KUBECONFIG.")
 	f.StringSliceVar(&opts.EtcdEndpoints, "etcd-endpoints", nil, "Client URL(s) of the local etcd member (required).")
 	f.StringVar(&opts.EtcdCACert, "etcd-cacert", "", "CA bundle to verify etcd's serving certificates.")
 	f.StringVar(&opts.EtcdCert, "etcd-cert", "", "Client certificate for etcd.")

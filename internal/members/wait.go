@@ -1,11 +1,10 @@
-package cli
+package members
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/etcdmember/etcdmember/api/v1alpha1"
-	"github.com/etcdmember/etcdmember/internal/status"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
 // outcome is where a leave request stands.
@@ -102,8 +101,7 @@ func (w *waiter) observe(m *v1alpha1.EtcdMember) (bool, error) {
 		return true, nil
 	case refused:
 		c := status.Get(m, v1alpha1.ConditionLeft)
-		return true, fmt.Errorf("leave of %s refused (%s): %s. The controller keeps re-checking the request; cancel it with: kubectl patch etcdmember %s --type merge -p '{\"spec\":{\"leave\":false}}'",
-			w.name, c.Reason, strings.TrimRight(c.Message, ". "), w.name)
+		return true, &RefusedError{Name: w.name, Reason: c.Reason, Message: c.Message}
 	case cancelled:
 		return true, fmt.Errorf("leave of %s was cancelled: spec.leave was set back to false", w.name)
 	}
@@ -118,7 +116,7 @@ func (w *waiter) watch(ctx context.Context, resourceVersion string) (bool, error
 	})
 	if err != nil {
 		if apierrors.IsForbidden(err) {
-			return true, explain(err, "watch", w.name, leaveNeeds)
+			return true, Explain(err, "watch", w.name, leaveNeeds)
 		}
 		w.lastErr = err
 		return false, nil
@@ -165,14 +163,14 @@ func (w *waiter) refetch(ctx context.Context) (*v1alpha1.EtcdMember, error) {
 			return nil, w.interrupted(ctx)
 		case <-time.After(w.pause):
 		}
-		m, err := getMember(ctx, w.c, w.name)
+		m, err := Get(ctx, w.c, w.name)
 		switch {
 		case err == nil:
 			return m, nil
 		case apierrors.IsNotFound(err):
 			return nil, w.deleted()
 		case apierrors.IsForbidden(err):
-			return nil, explain(err, "get", w.name, leaveNeeds)
+			return nil, Explain(err, "get", w.name, leaveNeeds)
 		}
 		w.lastErr = err
 	}
@@ -187,9 +185,5 @@ func (w *waiter) interrupted(ctx context.Context) error {
 	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return fmt.Errorf("stopped waiting for %s to leave: %w", w.name, ctx.Err())
 	}
-	msg := fmt.Sprintf("timed out after %s waiting for %s to leave; last state: %s", w.timeout, w.name, w.last)
-	if w.lastErr != nil {
-		msg += fmt.Sprintf(" (last API error: %v)", w.lastErr)
-	}
-	return errors.New(msg)
+	return &TimeoutError{What: fmt.Sprintf("after %s waiting for %s to leave", w.timeout, w.name), Last: w.last, APIError: w.lastErr}
 }

@@ -1,0 +1,63 @@
+package members
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// pruneNeeds is every verb prune-stale may use, named in a Forbidden error.
+const pruneNeeds = "get, list, watch, patch and delete"
+
+// Prune carries out a plan one member at a time: each stale member is asked to leave through the
+// controller (the quorum guard applies) and waited for, and the objects of discovered members
+// are deleted once their member is gone. It stops at the first failure, a refusal included, and
+// returns a line for each thing it did. timeout bounds each member's leave.
+func Prune(ctx context.Context, c client.WithWatch, progress io.Writer, plan []Candidate, timeout time.Duration) ([]string, error) {
+	var done []string
+	for _, p := range plan {
+		switch p.Action {
+		case ActionPrune:
+			line, err := Leave(ctx, c, progress, p.Name, LeaveOptions{Wait: true, Timeout: timeout, MemberID: p.MemberID})
+			if err != nil {
+				return done, err
+			}
+			done = append(done, line)
+			if !p.Discovered {
+				continue
+			}
+		case ActionDelete:
+		default:
+			continue
+		}
+		if err := deleteObject(ctx, c, p.Name, p.MemberID); err != nil {
+			return done, err
+		}
+		done = append(done, fmt.Sprintf("%s: discovered object deleted", p.Name))
+	}
+	return done, nil
+}
+
+// deleteObject deletes the object only while it still records memberID, so that an object a
+// re-joined node has taken over meanwhile survives.
+func deleteObject(ctx context.Context, c client.Client, name, memberID string) error {
+	m, err := Get(ctx, c, name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return Explain(err, "get", name, pruneNeeds)
+	case m.Status.MemberID != memberID:
+		return fmt.Errorf("%s now records member %q, not %s; not deleted", name, m.Status.MemberID, memberID)
+	}
+	ctx, cancel := context.WithTimeout(ctx, apiCallTimeout)
+	defer cancel()
+	if err := c.Delete(ctx, m, client.Preconditions{UID: &m.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return Explain(err, "delete", name, pruneNeeds)
+	}
+	return nil
+}
