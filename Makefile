@@ -23,6 +23,7 @@ KUBE_LDFLAGS := -s -w \
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/etcdmember/kubectl-etcdmember/internal/version.Version=$(VERSION)
 PLUGIN := $(BIN)/kubectl-etcdmember $(BIN)/kubectl_complete-etcdmember
+include packaging.mk
 
 TESTBIN := $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/etcdctl
 TOOLS := $(BIN)/controller-gen $(BIN)/golangci-lint
@@ -39,7 +40,7 @@ demo: build testbin ## Run the local lab: 3 etcd members, kube-apiserver, 3 agen
 	$(GO) run ./hack/demo
 
 .PHONY: test
-test: build testbin ## Run every test: unit, integration (test/framework) and e2e, a short fuzz run, then make verify.
+test: build testbin dist image krew ## Run every test: unit, integration (test/framework), e2e and packaging, a short fuzz run, then make verify.
 	$(GO) test -count=1 -timeout 20m ./...
 	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory verify
@@ -71,7 +72,7 @@ chaos: build testbin ## Seeded chaos: CHAOS_SCENARIOS random fault scenarios (CH
 build: $(PLUGIN) ## Build the plugin, bin/kubectl-etcdmember, and its completion script.
 
 $(BIN)/kubectl-etcdmember: $(GO_SOURCES) go.mod go.sum
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $@ .
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $@ .
 
 $(BIN)/kubectl_complete-etcdmember: kubectl_complete-etcdmember
 	install -m 0755 $< $@

@@ -67,6 +67,9 @@ func (o *leaveOptions) run(cmd *cobra.Command, r *root, names []string) error {
 	if o.output != "" && o.output != "name" {
 		return fmt.Errorf(`--output must be "name", not %q`, o.output)
 	}
+	if o.timeout <= 0 {
+		return fmt.Errorf("--timeout must be positive, not %s", o.timeout)
+	}
 	c, err := r.client()
 	if err != nil {
 		return err

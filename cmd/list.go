@@ -79,7 +79,10 @@ list as kubectl get does.`,
 }
 
 func (o *listOptions) run(ctx context.Context, r *root) error {
-	format := *o.print.OutputFormat
+	if o.timeout <= 0 {
+		return fmt.Errorf("--timeout must be positive, not %s", o.timeout)
+	}
+	format := o.format()
 	var columns *printers.CustomColumns
 	switch {
 	case format == printers.FormatTable || format == printers.FormatWide:
@@ -154,6 +157,16 @@ func (o *listOptions) run(ctx context.Context, r *root) error {
 	return nil
 }
 
+// format is the -o value; --template alone means go-template, as in kubectl.
+func (o *listOptions) format() string {
+	format := *o.print.OutputFormat
+	if t := o.print.TemplatePrinterFlags.TemplateArgument; format == "" && t != nil && *t != "" {
+		format = "go-template"
+		*o.print.OutputFormat = format
+	}
+	return format
+}
+
 // selected keeps the live view of the members the selected objects record.
 func selected(live *members.Live, objects []v1alpha1.EtcdMember) *members.Live {
 	ids := map[string]bool{}
@@ -193,7 +206,7 @@ func (o *listOptions) follow(ctx context.Context, r *root, c client.WithWatch, s
 }
 
 func (o *listOptions) printEvents(ctx context.Context, r *root, w watch.Interface, rv string, columns *printers.CustomColumns) (string, error) {
-	format := *o.print.OutputFormat
+	format := o.format()
 	for {
 		select {
 		case <-ctx.Done():

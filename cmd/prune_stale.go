@@ -71,6 +71,11 @@ member's answer; without it, what the leading agent recorded in the objects.`,
 }
 
 func (o *pruneOptions) run(ctx context.Context, r *root) error {
+	for name, d := range map[string]time.Duration{"--timeout": o.timeout, "--etcd-timeout": o.listTimeout, "--unreachable-for": o.unreachableFor} {
+		if d <= 0 {
+			return fmt.Errorf("%s must be positive, not %s", name, d)
+		}
+	}
 	c, err := r.client()
 	if err != nil {
 		return err

@@ -142,6 +142,9 @@ func (o Options) Validate() error {
 // Run runs the agent until ctx ends. It returns an error when the agent cannot start: bad
 // configuration, unreadable certificates, or a local etcd that did not answer in time.
 func Run(ctx context.Context, opts Options) error {
+	if err := supported(); err != nil {
+		return err
+	}
 	if err := opts.Validate(); err != nil {
 		return err
 	}

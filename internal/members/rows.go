@@ -121,8 +121,11 @@ func ObjectRow(m *v1alpha1.EtcdMember) Row {
 		r.RaftTerm, r.RaftIndex, r.DBSize = &term, &index, &h.DBSizeBytes
 		r.LastProbe = &h.LastProbeTime
 	}
+	// A Left condition computed for an older generation answers an earlier request.
 	switch c := status.Get(m, v1alpha1.ConditionLeft); {
-	case c != nil && m.Spec.Leave || c != nil && c.Status == metav1.ConditionTrue:
+	case c != nil && c.Status == metav1.ConditionTrue:
+		r.Leave = c.Reason
+	case m.Spec.Leave && c != nil && c.ObservedGeneration >= m.Generation:
 		r.Leave = c.Reason
 	case m.Spec.Leave:
 		r.Leave = LeaveRequested
@@ -208,7 +211,7 @@ func (j *join) orphans() []Row {
 		if rows[a].EtcdName != rows[b].EtcdName {
 			return rows[a].EtcdName < rows[b].EtcdName
 		}
-		return rows[a].MemberID < rows[b].MemberID
+		return idLess(rows[a].MemberID, rows[b].MemberID)
 	})
 	return rows
 }

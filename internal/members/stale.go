@@ -66,7 +66,7 @@ type entry struct {
 }
 
 // Plan finds the stale members: members etcd lists but no node stands behind. A member is stale
-// when it is superseded (another healthy member has its etcd name or its peer host: the old
+// when it is superseded (another healthy member has its etcd name or its peer address: the old
 // member of a node that came back), or when nobody registered it (a discovered object, or a
 // learner that never started), and in both cases it has been unhealthy for at least
 // unreachableFor. A registered member that is merely down is not stale (it may be under
@@ -160,7 +160,7 @@ func entries(objects []v1alpha1.EtcdMember, live *Live, now time.Time) ([]entry,
 			gone = append(gone, obj)
 		}
 	}
-	sort.Slice(out, func(a, b int) bool { return out[a].id < out[b].id })
+	sort.Slice(out, func(a, b int) bool { return idLess(out[a].id, out[b].id) })
 	return out, gone
 }
 
@@ -177,7 +177,7 @@ func downSince(obj *v1alpha1.EtcdMember, now time.Time) time.Duration {
 	return max(now.Sub(c.LastTransitionTime.Time), 0)
 }
 
-// supersededBy names a healthy member with e's etcd name or one of e's peer hosts, or "".
+// supersededBy names a healthy member with e's etcd name or one of e's peer addresses, or "".
 func supersededBy(e entry, all []entry) string {
 	for _, o := range all {
 		if o.id == e.id || !o.healthy {
@@ -191,23 +191,35 @@ func supersededBy(e entry, all []entry) string {
 			return fmt.Sprintf("%s (same etcd name %q)", name, e.etcdName)
 		}
 		if h := sharedHost(e.peerURLs, o.peerURLs); h != "" {
-			return fmt.Sprintf("%s (same peer host %s)", name, h)
+			return fmt.Sprintf("%s (same peer address %s)", name, h)
 		}
 	}
 	return ""
 }
 
+// sharedHost returns a peer address (host and port) both members have: a node that came back
+// at the same address. Members on one host but other ports are other members, not a successor.
 func sharedHost(a, b []string) string {
 	hosts := map[string]bool{}
 	for _, u := range a {
-		if p, err := url.Parse(u); err == nil && p.Hostname() != "" {
-			hosts[p.Hostname()] = true
+		if p, err := url.Parse(u); err == nil && p.Host != "" {
+			hosts[p.Host] = true
 		}
 	}
 	for _, u := range b {
-		if p, err := url.Parse(u); err == nil && hosts[p.Hostname()] {
-			return p.Hostname()
+		if p, err := url.Parse(u); err == nil && hosts[p.Host] {
+			return p.Host
 		}
 	}
 	return ""
+}
+
+// idLess orders member IDs by value: hex IDs are not zero-padded, so text order is not numeric.
+func idLess(a, b string) bool {
+	x, errA := etcd.ParseID(a)
+	y, errB := etcd.ParseID(b)
+	if errA != nil || errB != nil {
+		return a < b
+	}
+	return x < y
 }

@@ -1,8 +1,8 @@
 //go:build bench
 
 // Package bench measures etcdmember on the real test bed of test/framework: leave latency
-// against etcd's own MemberRemove, leader failover, what a quiet cluster costs, and a full
-// resync of many objects. `make bench` runs it, prints one table and writes docs/BENCHMARKS.md.
+// against etcd's own MemberRemove, leader failover, what a quiet cluster costs, a full resync of
+// many objects, and the plugin's list against kubectl get. `make bench` runs it, prints one table and writes docs/BENCHMARKS.md.
 //
 // The build tag keeps it out of `make test`: it takes about a quarter of an hour and checks
 // nothing but that the test bed works; the figures are for people to judge.
@@ -100,6 +100,7 @@ func TestBench(t *testing.T) {
 		{"leave", benchLeave},
 		{"production", benchProduction},
 		{"scale", benchScale},
+		{"plugin", benchPluginFrozen},
 	}
 	for _, s := range sections {
 		if !t.Run(s.name, func(t *testing.T) { s.run(t, &rep.results) }) {

@@ -37,6 +37,12 @@ type results struct {
 	quiet        *quietCost
 	scaleObjects int
 	resync       []resyncSample
+	// pluginList and kubectlGet are wall times of the two commands over the scale section's
+	// objects, process start included; frozenList is `list` with etcd access while one of three
+	// members is frozen, with --timeout frozenListTimeout.
+	pluginList, kubectlGet []time.Duration
+	frozenList             []time.Duration
+	frozenListTimeout      time.Duration
 }
 
 // report is the results with what they were measured on.
@@ -68,7 +74,7 @@ func (r *report) finish(t *testing.T) {
 
 func (r *report) complete() bool {
 	return len(r.leaveGone) > 0 && len(r.failover) == 2 && len(r.stall) > 0 && r.quiet != nil && len(r.resync) > 0 &&
-		len(r.detection) > 0
+		len(r.detection) > 0 && len(r.pluginList) > 0 && len(r.frozenList) > 0
 }
 
 // stats is a distribution by nearest rank.
@@ -157,31 +163,58 @@ func (r *report) rows() []row {
 			withGoal(fmt.Sprintf("max ≤ 2 probe intervals (%s)", 2*probe), st.max <= (2*probe).Seconds(), "max "+num(st.max)+" s"))
 	}
 	rows = append(rows, r.quietRows()...)
-	return append(rows, r.resyncRows()...)
+	rows = append(rows, r.resyncRows()...)
+	return append(rows, r.pluginRows()...)
+}
+
+func (r *report) pluginRows() []row {
+	if len(r.pluginList) == 0 || len(r.frozenList) == 0 {
+		return nil
+	}
+	list := summarize(inUnit(r.pluginList, time.Millisecond))
+	get := summarize(inUnit(r.kubectlGet, time.Millisecond))
+	ratio := list.p50 / get.p50
+	frozen := summarize(inUnit(r.frozenList, time.Millisecond))
+	limit := float64((r.frozenListTimeout + 500*time.Millisecond).Milliseconds())
+	return []row{
+		distRow(fmt.Sprintf("Plugin: kubectl etcdmember list, %d objects, process start included (ms)", r.scaleObjects), list),
+		distRow(fmt.Sprintf("Plugin: kubectl get etcdmembers.etcdmember.io, the same %d objects (ms)", r.scaleObjects), get),
+		row{what: "Plugin: list ÷ kubectl get (p50)", n: none, min: none, p50: num(ratio) + "×", p90: none, p99: none, max: none}.
+			withGoal("p50 ≤ 1.5×", ratio <= 1.5, "p50 "+num(ratio)+"×"),
+		distRow(fmt.Sprintf("Plugin: list with etcd access, 1 of 3 members SIGSTOPped, --timeout %s (ms)", r.frozenListTimeout), frozen).
+			withGoal(fmt.Sprintf("max ≤ --timeout + 0.5 s (%s ms)", num(limit)), frozen.max <= limit, "max "+num(frozen.max)+" ms"),
+	}
 }
 
 func (r *report) leaveRows() []row {
-	if len(r.leaveGone) == 0 {
+	if len(r.leaveGone) < 2 {
 		return nil
 	}
-	gone := summarize(inUnit(r.leaveGone, time.Millisecond))
-	joinedFalse := summarize(inUnit(r.leaveJoinedFalse, time.Millisecond))
+	// The first cycle runs right after the agents started; it is reported on its own, and the
+	// distributions are of the warm cycles after it.
+	warmGone, warmIntent, warmJoined := r.leaveGone[1:], r.leaveIntent[1:], r.leaveJoinedFalse[1:]
+	gone := summarize(inUnit(warmGone, time.Millisecond))
+	joinedFalse := summarize(inUnit(warmJoined, time.Millisecond))
 	floor := summarize(inUnit(r.floorGone, time.Millisecond))
 	p50, p99 := gone.p50/floor.p50, gone.p99/floor.p99
-	removal := make([]time.Duration, len(r.leaveGone))
-	for i := range r.leaveGone {
-		removal[i] = r.leaveGone[i] - r.leaveIntent[i]
+	removal := make([]time.Duration, len(warmGone))
+	for i := range warmGone {
+		removal[i] = warmGone[i] - warmIntent[i]
 	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	return []row{
-		distRow("Leave: patch accepted → the leader's removal intent seen by an etcd watch (ms)", summarize(inUnit(r.leaveIntent, time.Millisecond))),
-		distRow("Leave: removal intent seen → gone from etcd's member list (ms)", summarize(inUnit(removal, time.Millisecond))),
-		distRow("Leave: patch accepted → gone from etcd's member list (ms)", gone).
+		valueRow("Leave, first after the agents started: patch accepted → removal intent seen (ms)", ms(r.leaveIntent[0])),
+		valueRow("Leave, first after the agents started: patch accepted → gone from etcd's member list (ms)", ms(r.leaveGone[0])),
+		valueRow("Leave, first after the agents started: patch accepted → Joined=False seen (ms)", ms(r.leaveJoinedFalse[0])),
+		distRow("Leave, warm: patch accepted → the leader's removal intent seen by an etcd watch (ms)", summarize(inUnit(warmIntent, time.Millisecond))),
+		distRow("Leave, warm: removal intent seen → gone from etcd's member list (ms)", summarize(inUnit(removal, time.Millisecond))),
+		distRow("Leave, warm: patch accepted → gone from etcd's member list (ms)", gone).
 			withGoal("p99 ≤ 1000 ms", gone.p99 <= 1000, "p99 "+num(gone.p99)+" ms"),
-		distRow("Leave: patch accepted → Joined=False seen by a watch (ms)", joinedFalse).
+		distRow("Leave, warm: patch accepted → Joined=False seen by a watch (ms)", joinedFalse).
 			withGoal("p99 ≤ 1000 ms", joinedFalse.p99 <= 1000, "p99 "+num(joinedFalse.p99)+" ms"),
 		distRow("Floor: raw MemberRemove → gone from the member list (ms)", floor),
 		distRow("Floor: the MemberRemove call alone (ms)", summarize(inUnit(r.floorRPC, time.Millisecond))),
-		row{what: "Leave ÷ floor, gone from etcd (p50, p99)", n: none, min: none, p50: num(p50) + "×", p90: none, p99: num(p99) + "×", max: none}.
+		row{what: "Leave (warm) ÷ floor, gone from etcd (p50, p99)", n: none, min: none, p50: num(p50) + "×", p90: none, p99: num(p99) + "×", max: none}.
 			withGoal("p50 ≤ 3×", p50 <= 3, "p50 "+num(p50)+"×"),
 	}
 }
@@ -304,7 +337,7 @@ func (r *report) markdown() string {
 	b.WriteString("# Benchmarks\n\n")
 	b.WriteString("Written by `make bench` (package `test/bench`, build tag `bench`): every figure below comes from\n")
 	b.WriteString("one run on the real test bed of `test/framework` (real etcd members, a real kube-apiserver,\n")
-	b.WriteString("`bin/etcdmember agent` processes with the least-privilege credential of the e2e tests). Run it\n")
+	b.WriteString("`bin/kubectl-etcdmember serve` agents with the least-privilege credential of the e2e tests). Run it\n")
 	b.WriteString("again to refresh this file; on a machine shared with other tests, re-run when the load below\n")
 	b.WriteString("is high.\n\n")
 	r.writeSetup(&b)
@@ -331,7 +364,8 @@ func (r *report) writeSetup(b *strings.Builder) {
 func (r *report) writeDetails(b *strings.Builder) {
 	b.WriteString("## Details\n\n")
 	if len(r.leaveGone) > 0 {
-		fmt.Fprintf(b, "Leave and floor: %d cycles each on one 3-member cluster, interleaved. MemberRemove calls that\n", len(r.leaveGone))
+		fmt.Fprintf(b, "Leave and floor: %d cycles each on one 3-member cluster, interleaved; the first leave is\n", len(r.leaveGone))
+		b.WriteString("reported on its own, the warm rows are the other cycles. MemberRemove calls that\n")
 		fmt.Fprintf(b, "the agents counted as failed during the leave cycles (each costs a retry): %.0f.\n\n", r.leaveRemoveErrors)
 	}
 	for _, timings := range []string{testTimings, productionTimingsName} {
@@ -360,6 +394,13 @@ func (r *report) writeDetails(b *strings.Builder) {
 			parts = append(parts, fmt.Sprintf("%s ms (gauge %s ms, %.0f writes)", num(float64(s.reconciled.Microseconds())/1000), num(float64(s.gauge.Microseconds())/1000), s.writes))
 		}
 		fmt.Fprintf(b, "Resync of %d objects, each run: %s.\n\n", r.scaleObjects, strings.Join(parts, ", "))
+	}
+	if len(r.frozenList) > 0 {
+		var parts []string
+		for _, d := range r.frozenList {
+			parts = append(parts, num(float64(d.Microseconds())/1000))
+		}
+		fmt.Fprintf(b, "List with one member frozen, --timeout %s, each run (ms): %s.\n\n", r.frozenListTimeout, strings.Join(parts, ", "))
 	}
 	r.writeQuiet(b)
 }
@@ -434,6 +475,12 @@ are left out below 10 samples.
   empty queue and no reconcile running (` + "`workqueue_depth`, `controller_runtime_active_workers`" + `): an
   upper bound on "every object reconciled once", since objects enqueued twice count twice. The
   gauge figure is when ` + "`etcdmember_objects`" + ` first sums to every object.
+- **Plugin**: on the resync section's cluster (207 objects), ` + "`kubectl etcdmember list`" + ` and ` + "`kubectl get\n  etcdmembers.etcdmember.io`" + ` run through the real ` + "`bin/kubectl`" + ` (the plugin found on PATH, admin
+  kubeconfig in ` + "`KUBECONFIG`" + `), alternating, each timed from the start of kubectl to its exit:
+  process start, discovery (kubectl get only) and the list call included. Then, on a fresh 3-member
+  cluster whose apiserver stores on an etcd of its own, one member is frozen with SIGSTOP and
+  ` + "`list --etcd-endpoints <all three> --timeout 2s`" + ` is timed the same way: the frozen member must cost
+  one timeout, not one per call.
 - **Detection**: on the quiet section's cluster (production probe settings), a member whose agent
   does not lead is SIGKILLed, and a watch on its object, opened before the kill, stops at the first
   event with ` + "`Healthy=False`" + `. The member is restarted and seen ` + "`Healthy=True/Serving`" + ` again before the

@@ -34,6 +34,7 @@ func benchScale(t *testing.T, r *results) {
 			i+1, resyncRuns, s.reconciled, s.gauge, s.writes)
 		r.resync = append(r.resync, s)
 	}
+	e.benchPluginList(r)
 }
 
 // historyIDBase starts the fake member IDs of the history objects. etcd draws IDs at random
