@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -42,12 +41,12 @@ func main() {
 func run(args []string) error {
 	fl := flag.NewFlagSet("dist", flag.ContinueOnError)
 	var o options
-	var mtime string
+	var mtime int64
 	fl.StringVar(&o.goCmd, "go", "go", "the go command")
 	fl.StringVar(&o.pkg, "pkg", ".", "the main package to build")
 	fl.StringVar(&o.version, "version", "", "the version stamped into the binaries (git describe output)")
 	fl.StringVar(&o.ldflags, "ldflags", "", "linker flags; they must stamp -version")
-	fl.StringVar(&mtime, "mtime", os.Getenv("SOURCE_DATE_EPOCH"), "archive entries' mtime in Unix seconds (default $SOURCE_DATE_EPOCH, else 0)")
+	fl.Int64Var(&mtime, "mtime", 0, "archive entries' mtime in Unix seconds (the Makefile passes $SOURCE_DATE_EPOCH, the commit time)")
 	fl.StringVar(&o.manifest, "manifest", "krew-manifest.yaml", "the krew manifest template")
 	fl.StringVar(&o.out, "out", "dist", "output directory")
 	if err := fl.Parse(args); err != nil {
@@ -60,14 +59,7 @@ func run(args []string) error {
 	if !strings.Contains(o.ldflags, "="+o.version) {
 		return fmt.Errorf("-ldflags %q does not stamp version %q", o.ldflags, o.version)
 	}
-	secs := int64(0)
-	if mtime != "" {
-		var err error
-		if secs, err = strconv.ParseInt(mtime, 10, 64); err != nil {
-			return fmt.Errorf("-mtime %q: %w", mtime, err)
-		}
-	}
-	o.mtime = time.Unix(secs, 0).UTC()
+	o.mtime = time.Unix(mtime, 0).UTC()
 	return dist(&o)
 }
 

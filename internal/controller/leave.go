@@ -11,8 +11,11 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -135,7 +138,7 @@ func (r *LeaveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	result, actErr := r.reconcile(ctx, m, members, head)
 	if !equality.Semantic.DeepEqual(before.Status, m.Status) {
-		if err := r.Client.Status().Update(ctx, m); err != nil {
+		if err := onServerError(func() error { return r.Client.Status().Update(ctx, m) }); err != nil {
 			return ctrl.Result{}, errors.Join(actErr, fmt.Errorf("writing status of %s: %w", m.Name, err))
 		}
 		r.recordTransition(ctx, before, m)
@@ -144,6 +147,21 @@ func (r *LeaveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		return ctrl.Result{}, errors.Join(actErr, err)
 	}
 	return result, actErr
+}
+
+// serverErrorRetry retries a write at once, a few times: see onServerError.
+var serverErrorRetry = wait.Backoff{Steps: 4, Duration: 10 * time.Millisecond, Factor: 2, Jitter: 0.1}
+
+// onServerError runs an object write again when the apiserver failed it on its own side. Right
+// after a removal, the apiserver's etcd client can still send the write to the member just removed
+// ("raft: stopped", Unavailable); the reconcile's back-off (250 ms at first) would hold the
+// outcome, Joined=False, back by that much, where a second attempt reaches another member at once.
+// Every write here carries the resourceVersion it read, so a retry of a write that did land fails
+// as a conflict and is never applied twice.
+func onServerError(write func() error) error {
+	return retry.OnError(serverErrorRetry, func(err error) bool {
+		return apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)
+	}, write)
 }
 
 // settledGone tells whether the object already records that its member left etcd. etcd never
@@ -168,7 +186,7 @@ func (r *LeaveReconciler) syncFinalizer(ctx context.Context, m *v1alpha1.EtcdMem
 	} else {
 		controllerutil.RemoveFinalizer(m, v1alpha1.FinalizerMember)
 	}
-	if err := r.Client.Update(ctx, m); err != nil {
+	if err := onServerError(func() error { return r.Client.Update(ctx, m) }); err != nil {
 		return fmt.Errorf("updating the finalizer of %s: %w", m.Name, err)
 	}
 	return nil

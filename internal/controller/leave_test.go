@@ -2,16 +2,19 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/events"
@@ -139,5 +142,46 @@ func TestReconcileOfSettledObjectReadsNoMemberList(t *testing.T) {
 		if got := settledGone(tc.m); got != tc.want {
 			t.Errorf("%s: settledGone = %t, want %t", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestStatusWriteRetriedOnServerError: the apiserver failing a write on its side (its etcd client
+// still on a member just removed) is retried at once, so the outcome is not held back by the
+// reconcile's back-off; a conflict is not retried.
+func TestStatusWriteRetriedOnServerError(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := eventsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		failWith  error
+		wantCalls int
+		wantErr   bool
+	}{
+		{"raft stopped behind the apiserver", apierrors.NewInternalError(errors.New("raft: stopped")), 2, false},
+		{"conflict", apierrors.NewConflict(v1alpha1.GroupVersion.WithResource("etcdmembers").GroupResource(), "node-2", errors.New("changed")), 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gone := member(true, cond(v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonNotFound))
+			calls := 0
+			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(gone).WithStatusSubresource(gone).WithInterceptorFuncs(interceptor.Funcs{
+				SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+					calls++
+					if calls == 1 {
+						return tc.failWith
+					}
+					return c.SubResource(sub).Update(ctx, obj, opts...)
+				},
+			}).Build()
+			r := &LeaveReconciler{Client: c, ChangeLock: &sync.Mutex{}, Events: &events.Recorder{Client: c, Namespace: "kube-system"}}
+			_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: gone.Name}})
+			if calls != tc.wantCalls || (err != nil) != tc.wantErr {
+				t.Errorf("%d status writes, error %v; want %d writes, error %t", calls, err, tc.wantCalls, tc.wantErr)
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -54,10 +55,31 @@ func deleteObject(ctx context.Context, c client.Client, name, memberID string) e
 	case m.Status.MemberID != memberID:
 		return fmt.Errorf("%s now records member %q, not %s; not deleted", name, m.Status.MemberID, memberID)
 	}
-	ctx, cancel := context.WithTimeout(ctx, apiCallTimeout)
+	callCtx, cancel := context.WithTimeout(ctx, apiCallTimeout)
 	defer cancel()
-	if err := c.Delete(ctx, m, client.Preconditions{UID: &m.UID}); err != nil && !apierrors.IsNotFound(err) {
+	if err := c.Delete(callCtx, m, client.Preconditions{UID: &m.UID}); err != nil && !apierrors.IsNotFound(err) {
 		return Explain(err, "delete", name, pruneNeeds)
+	}
+	// The leader drops its finalizer right after it records the member gone, which the leave just
+	// saw; until then the object only has a deletion timestamp. Wait for it, as kubectl delete does.
+	err = wait.PollUntilContextTimeout(ctx, deletePoll, deleteWait, true, func(ctx context.Context) (bool, error) {
+		cur, err := Get(ctx, c, name)
+		switch {
+		case apierrors.IsNotFound(err):
+			return true, nil
+		case err == nil && cur.UID != m.UID:
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: deleted, but still there after %s (finalizers %v): %w", name, deleteWait, m.Finalizers, err)
 	}
 	return nil
 }
+
+// deletePoll and deleteWait pace and bound the wait for a deleted object to go.
+const (
+	deletePoll = 100 * time.Millisecond
+	deleteWait = 30 * time.Second
+)

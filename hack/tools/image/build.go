@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
@@ -43,12 +42,13 @@ type buildOptions struct {
 func runBuild(args []string) error {
 	fl := flag.NewFlagSet("build", flag.ContinueOnError)
 	var o buildOptions
-	var mtime, platforms string
+	var mtime int64
+	var platforms string
 	fl.StringVar(&o.dist, "dist", "dist", "directory holding kubectl-etcdmember_linux_<arch>.tar.gz")
 	fl.StringVar(&o.out, "out", "", "output directory (default: -dist)")
 	fl.StringVar(&o.repo, "repo", "ghcr.io/etcdmember/kubectl-etcdmember", "image repository the tag names")
 	fl.StringVar(&o.version, "version", "", "the release version, for the tag and the labels")
-	fl.StringVar(&mtime, "mtime", os.Getenv("SOURCE_DATE_EPOCH"), "creation time and file mtimes in Unix seconds (default $SOURCE_DATE_EPOCH, else 0)")
+	fl.Int64Var(&mtime, "mtime", 0, "creation time and file mtimes in Unix seconds (the Makefile passes $SOURCE_DATE_EPOCH, the commit time)")
 	fl.StringVar(&platforms, "platforms", "linux/amd64,linux/arm64", "comma-separated linux platforms")
 	if err := fl.Parse(args); err != nil {
 		return err
@@ -59,14 +59,7 @@ func runBuild(args []string) error {
 	if o.out == "" {
 		o.out = o.dist
 	}
-	secs := int64(0)
-	if mtime != "" {
-		var err error
-		if secs, err = strconv.ParseInt(mtime, 10, 64); err != nil {
-			return fmt.Errorf("-mtime %q: %w", mtime, err)
-		}
-	}
-	o.mtime = time.Unix(secs, 0).UTC()
+	o.mtime = time.Unix(mtime, 0).UTC()
 	o.platforms = strings.Split(platforms, ",")
 	return build(&o)
 }
