@@ -3,9 +3,12 @@ package agent
 // What the agent does with the API, and nothing more: controller-gen turns these markers into
 // config/rbac. The registrar creates and updates its own member's object; the leader watches all
 // of them and writes their status; every agent campaigns for the Lease and writes Events, both
-// in kube-system only.
+// in kube-system only. The Lease rules name LeaseName: kube-system also holds the Leases of
+// kube-controller-manager and kube-scheduler, which an agent must not be able to take. RBAC cannot
+// limit create by name, so create stays open (creating a Lease of another name takes nothing).
 
 // +kubebuilder:rbac:groups=etcdmember.io,resources=etcdmembers,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=etcdmember.io,resources=etcdmembers/status,verbs=update
-// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=kube-system,resources=leases,verbs=get;create;update
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=kube-system,resources=leases,verbs=create
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=kube-system,resources=leases,resourceNames=etcdmember-leader,verbs=get;update
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=kube-system,resources=events,verbs=create

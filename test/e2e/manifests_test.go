@@ -2,16 +2,21 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/etcdmember/kubectl-etcdmember/internal/agent"
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
@@ -94,4 +99,51 @@ func execStartArgs(t *testing.T, unit string) []string {
 	}
 	t.Fatalf("%s has no ExecStart", unit)
 	return nil
+}
+
+// TestShippedRBACIsLeastPrivilege renders config/default as `kubectl apply -k` would and fails on
+// any wildcard, any access to Secrets, and any Lease get or update not limited to the agents' own
+// Lease: kube-system also holds kube-controller-manager's and kube-scheduler's.
+func TestShippedRBACIsLeastPrivilege(t *testing.T) {
+	root, ok := framework.RepoRoot()
+	if !ok {
+		t.Fatal("repository root not found")
+	}
+	rendered, err := exec.Command(framework.Binary(t, "kubectl"), "kustomize", filepath.Join(root, "config", "default")).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize config/default: %v", err)
+	}
+	roles := 0
+	for _, doc := range strings.Split(string(rendered), "\n---\n") {
+		var role struct {
+			Kind     string              `json:"kind"`
+			Metadata metav1.ObjectMeta   `json:"metadata"`
+			Rules    []rbacv1.PolicyRule `json:"rules"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
+			t.Fatalf("parsing rendered config: %v", err)
+		}
+		if role.Kind != "Role" && role.Kind != "ClusterRole" {
+			continue
+		}
+		roles++
+		for _, rule := range role.Rules {
+			where := fmt.Sprintf("%s %s: rule %+v", role.Kind, role.Metadata.Name, rule)
+			for _, list := range [][]string{rule.APIGroups, rule.Resources, rule.Verbs, rule.ResourceNames, rule.NonResourceURLs} {
+				if slices.Contains(list, "*") {
+					t.Errorf("%s has a wildcard", where)
+				}
+			}
+			if slices.Contains(rule.Resources, "secrets") {
+				t.Errorf("%s grants access to Secrets", where)
+			}
+			if slices.Contains(rule.Resources, "leases") && (slices.Contains(rule.Verbs, "get") || slices.Contains(rule.Verbs, "update")) &&
+				!slices.Equal(rule.ResourceNames, []string{agent.LeaseName}) {
+				t.Errorf("%s lets the agents get or update Leases other than %s", where, agent.LeaseName)
+			}
+		}
+	}
+	if roles < 2 {
+		t.Fatalf("config/default renders %d roles, want the agents' ClusterRole and Role:\n%s", roles, rendered)
+	}
 }
