@@ -121,27 +121,8 @@ func (o *listOptions) run(ctx context.Context, r *root) error {
 		// Members without an object carry no labels, so no selector matches them.
 		live = selected(live, list.Items)
 	}
-	switch {
-	case columns != nil:
-		t, err := columns.Table(list.Items)
-		if err != nil {
-			return err
-		}
-		err = t.Write(r.streams.Out, o.noHeaders)
-		if err != nil {
-			return err
-		}
-	case printers.IsTable(format):
-		rows := members.BuildRows(list.Items, live, time.Now(), o.unreachableFor)
-		if len(rows) > 0 {
-			if err := printers.MemberTable(rows, format == printers.FormatWide, time.Now()).Write(r.streams.Out, o.noHeaders); err != nil {
-				return err
-			}
-		}
-	default:
-		if err := printers.PrintObjects(o.print, list, r.streams.Out); err != nil {
-			return err
-		}
+	if err := o.printList(r, list, live, format, columns); err != nil {
+		return err
 	}
 	if len(list.Items) == 0 && printers.IsTable(format) && (live == nil || len(live.Members) == 0) {
 		r.say("No EtcdMember objects found.")
@@ -155,6 +136,25 @@ func (o *listOptions) run(ctx context.Context, r *root) error {
 		return fmt.Errorf("live view unknown: %w", etcdErr)
 	}
 	return nil
+}
+
+// printList prints the objects (and etcd's live view, for our tables) in the -o format.
+func (o *listOptions) printList(r *root, list *v1alpha1.EtcdMemberList, live *members.Live, format string, columns *printers.CustomColumns) error {
+	switch {
+	case columns != nil:
+		t, err := columns.Table(list.Items)
+		if err != nil {
+			return err
+		}
+		return t.Write(r.streams.Out, o.noHeaders)
+	case printers.IsTable(format):
+		rows := members.BuildRows(list.Items, live, time.Now(), o.unreachableFor)
+		if len(rows) == 0 {
+			return nil
+		}
+		return printers.MemberTable(rows, format == printers.FormatWide, time.Now()).Write(r.streams.Out, o.noHeaders)
+	}
+	return printers.PrintObjects(o.print, list, r.streams.Out)
 }
 
 // format is the -o value; --template alone means go-template, as in kubectl.
