@@ -51,6 +51,11 @@ const (
 	// ReasonNoMemberID: the object records no member ID, so there is nothing safe to remove.
 	ReasonNoMemberID = "NoMemberID"
 
+	// ReasonMemberMismatch: spec.memberID names another member than the one the object records
+	// now (the node re-joined after the request was made), so nothing is removed. Set spec.leave
+	// to false, or spec.memberID to status.memberID to remove the new member.
+	ReasonMemberMismatch = "MemberMismatch"
+
 	// ReasonEtcdError: etcd refused or failed the removal; the message carries etcd's error and the
 	// request is retried with back-off.
 	ReasonEtcdError = "EtcdError"
@@ -101,6 +106,12 @@ const (
 	// ReasonUnreachable (Healthy=False): the member did not answer on its client URLs within the
 	// probe timeout: its process is down, stopped, or cut off from the leading agent.
 	ReasonUnreachable = "Unreachable"
+
+	// ReasonAnsweredByOther (Healthy=False): another member answered on the member's client URLs
+	// (a VIP or load balancer, a shared or reused address), so the member itself is not known to
+	// be up; it counts as unhealthy, for the quorum guard too. Give every member client URLs of
+	// its own (--advertise-client-urls).
+	ReasonAnsweredByOther = "AnsweredByOther"
 
 	// ReasonNotServing (Healthy=False): the member answered but could not serve a linearizable
 	// read: it has no leader, or its leader has lost quorum.

@@ -12,6 +12,21 @@ type EtcdMemberSpec struct {
 	// +kubebuilder:default=false
 	// +optional
 	Leave bool `json:"leave"`
+
+	// memberID, when set, is the member the leave request is for, in lowercase hex as
+	// status.memberID records it. The controller removes a member only while status.memberID still
+	// names it: a request re-applied after the node re-joined (a late automation patch, a GitOps
+	// tool) then answers Left=False/MemberMismatch and removes nothing. kubectl etcdmember leave
+	// always sets it; taking the object over for a re-joined node clears it with spec.leave.
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{1,16}$`
+	// +optional
+	MemberID string `json:"memberID,omitempty"`
+}
+
+// LeaveAsked tells whether spec asks for the removal of the member the object records: spec.leave
+// is set and spec.memberID, when given, names status.memberID.
+func (m *EtcdMember) LeaveAsked() bool {
+	return m.Spec.Leave && (m.Spec.MemberID == "" || m.Spec.MemberID == m.Status.MemberID)
 }
 
 // EtcdMemberStatus is what etcdmember observed of the member. Only the agents write it.

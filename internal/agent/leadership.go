@@ -513,7 +513,7 @@ func (o *ownLeave) pending(ctx context.Context) (pending, known bool) {
 	own := etcd.IDString(id)
 	for i := range list.Items {
 		m := &list.Items[i]
-		if m.Status.MemberID == own && m.Spec.Leave && !status.IsTrue(m, v1alpha1.ConditionLeft) {
+		if m.Status.MemberID == own && m.LeaveAsked() && !status.IsTrue(m, v1alpha1.ConditionLeft) {
 			return true, true
 		}
 	}

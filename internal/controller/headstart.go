@@ -26,11 +26,11 @@ type headStart struct {
 }
 
 // headStart starts the intent when the latest probe found the removal safe (Removable=True), and
-// the probes when the object asks to leave at all; neither for the leader's own member, which is
+// the probes when the object asks its member to leave at all; neither for the leader's own member, which is
 // handed over instead, nor for a member recorded as gone. A request the pre-flight refuses so
 // costs no intent write on each of its re-checks, only the probes its guard needs anyway.
 func (r *LeaveReconciler) headStart(ctx context.Context, m *v1alpha1.EtcdMember) *headStart {
-	if !m.Spec.Leave || !status.IsTrue(m, v1alpha1.ConditionJoined) {
+	if !m.LeaveAsked() || !status.IsTrue(m, v1alpha1.ConditionJoined) {
 		return nil
 	}
 	id, err := etcd.ParseID(m.Status.MemberID)

@@ -54,6 +54,10 @@ func healthCondition(target etcd.Member, h etcd.Health, alarms []string, timeout
 	case len(target.ClientURLs) == 0:
 		return metav1.ConditionFalse, v1alpha1.ReasonNotStarted,
 			fmt.Sprintf("Member %s is in etcd's member list but has never started, so it has no client URLs to probe. Start etcd on its node with the settings `etcdmember join` printed, or ask it to leave.", id)
+	case h.AnsweredBy != 0:
+		return metav1.ConditionFalse, v1alpha1.ReasonAnsweredByOther,
+			fmt.Sprintf("Member %s's client URLs %s are answered by member %s, so member %s itself is not known to be up and counts as unhealthy. Give every member client URLs of its own (--advertise-client-urls), not a shared address or a VIP.",
+				id, strings.Join(target.ClientURLs, ","), etcd.IDString(h.AnsweredBy), id)
 	case !h.Reachable:
 		return metav1.ConditionFalse, v1alpha1.ReasonUnreachable,
 			fmt.Sprintf("Member %s did not answer on %s within %s: %v. Check that etcd runs on its node and that the leading agent can reach its client URLs.",

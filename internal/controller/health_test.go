@@ -27,6 +27,7 @@ func TestHealthCondition(t *testing.T) {
 	}{
 		{"never started", etcd.Member{ID: 2}, etcd.Health{Err: down}, nil, metav1.ConditionFalse, v1alpha1.ReasonNotStarted},
 		{"unreachable", started, etcd.Health{Err: down}, nil, metav1.ConditionFalse, v1alpha1.ReasonUnreachable},
+		{"another member answered", started, etcd.Health{AnsweredBy: 7, Err: down}, []string{"NOSPACE"}, metav1.ConditionFalse, v1alpha1.ReasonAnsweredByOther},
 		{"unreachable outranks a stale alarm", started, etcd.Health{Err: down}, []string{"NOSPACE"}, metav1.ConditionFalse, v1alpha1.ReasonUnreachable},
 		{"alarm outranks serving", started, etcd.Health{Reachable: true, Serving: true}, []string{"NOSPACE"}, metav1.ConditionFalse, v1alpha1.ReasonAlarm},
 		{"answers but no quorum", started, etcd.Health{Reachable: true, Err: down}, nil, metav1.ConditionFalse, v1alpha1.ReasonNotServing},

@@ -218,6 +218,12 @@ func (r *LeaveReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember,
 		r.observeHealth(m, target, probes)
 	}
 	setRemovable(m, target, members, probes, probed)
+	if m.Spec.Leave && !m.LeaveAsked() {
+		status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonMemberMismatch,
+			fmt.Sprintf("spec.memberID asks for the removal of member %s, but this object now records member %s (its node re-joined); nothing is removed. Set spec.leave to false, or spec.memberID to %s to remove the new member.",
+				m.Spec.MemberID, m.Status.MemberID, m.Status.MemberID))
+		return ctrl.Result{}, nil
+	}
 	if m.Spec.Leave {
 		return r.leave(ctx, m, target, members, head)
 	}

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -92,6 +93,8 @@ type voter struct {
 	Healthy bool
 	// Leader is the leader the member follows, as it answered the probe; 0 when it did not.
 	Leader uint64
+	// AnsweredBy is the other member that answered on this voter's client URLs, if one did.
+	AnsweredBy uint64
 }
 
 // probeVoters probes every voting member except skip, each over its pooled connection and in
@@ -113,7 +116,7 @@ func probeVoters(ctx context.Context, pool *etcd.Pool, members []etcd.Member, sk
 		}
 		wg.Go(func() {
 			h := pool.Probe(ctx, voters[i].Member, timeout)
-			voters[i].Healthy, voters[i].Leader = h.Serving, h.Status.Leader
+			voters[i].Healthy, voters[i].Leader, voters[i].AnsweredBy = h.Serving, h.Status.Leader, h.AnsweredBy
 			if h.Err != nil {
 				logf.FromContext(ctx).V(1).Info("Voter unhealthy", "member", voters[i].Name, "error", h.Err.Error())
 			}
@@ -123,12 +126,24 @@ func probeVoters(ctx context.Context, pool *etcd.Pool, members []etcd.Member, sk
 	return voters
 }
 
+// checkRemoval runs the quorum guard on the probed voters. A voter whose client URLs another
+// member answered counts as unhealthy, and the verdict names it, so that an operator sees why a
+// member that looks up elsewhere was not counted.
 func checkRemoval(voters []voter, target etcd.Member, name string) quorum.Verdict {
 	qv := make([]quorum.Voter, 0, len(voters))
+	var answeredByOther []string
 	for _, v := range voters {
 		qv = append(qv, quorum.Voter{ID: v.ID, Name: v.Name, Healthy: v.Healthy})
+		if v.AnsweredBy != 0 && v.ID != target.ID {
+			answeredByOther = append(answeredByOther, fmt.Sprintf("%s (%s) was answered by member %s",
+				etcd.IDString(v.ID), strings.Join(v.ClientURLs, ","), etcd.IDString(v.AnsweredBy)))
+		}
 	}
-	return quorum.CheckRemoval(qv, target.ID, name)
+	verdict := quorum.CheckRemoval(qv, target.ID, name)
+	if len(answeredByOther) > 0 {
+		verdict.Message += "; counted unhealthy: " + strings.Join(answeredByOther, ", ")
+	}
+	return verdict
 }
 
 // moveLeaderAway hands etcd leadership to a healthy voter when the target leads, so its removal

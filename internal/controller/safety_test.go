@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,4 +57,20 @@ func probesOf(healthy map[uint64]bool) Probes {
 		p.Members[id] = etcd.Health{Reachable: ok, Serving: ok}
 	}
 	return p
+}
+
+// TestGuardCountsAVoterAnsweredByAnotherAsUnhealthy: a voter whose client URLs another member
+// answered counts as unhealthy, and the verdict says so.
+func TestGuardCountsAVoterAnsweredByAnotherAsUnhealthy(t *testing.T) {
+	a := etcd.Member{ID: 0xa, Name: "a", ClientURLs: []string{"http://10.0.0.1:2379"}}
+	b := etcd.Member{ID: 0xb, Name: "b", ClientURLs: []string{"http://10.0.0.2:2379"}}
+	d := etcd.Member{ID: 0xd, Name: "d", ClientURLs: []string{"http://10.0.0.1:2379"}}
+	voters := []voter{{Member: a, Healthy: true}, {Member: b, Healthy: true}, {Member: d, AnsweredBy: 0xa}}
+	v := checkRemoval(voters, b, "b")
+	if v.Allowed {
+		t.Fatalf("removal allowed: %s", v.Message)
+	}
+	if want := "d (http://10.0.0.1:2379) was answered by member a"; !strings.Contains(v.Message, want) {
+		t.Errorf("verdict %q does not say %q", v.Message, want)
+	}
 }

@@ -67,7 +67,7 @@ func (r *LeaveReconciler) removeIfUnreachable(ctx context.Context, m *v1alpha1.E
 // object someone changed meanwhile.
 func (r *LeaveReconciler) requestLeave(ctx context.Context, m *v1alpha1.EtcdMember, why string) error {
 	updated := m.DeepCopy()
-	updated.Spec.Leave = true
+	updated.Spec.Leave, updated.Spec.MemberID = true, m.Status.MemberID
 	if updated.Annotations == nil {
 		updated.Annotations = map[string]string{}
 	}

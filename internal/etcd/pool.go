@@ -25,6 +25,10 @@ type Health struct {
 	Err error
 	// Status is what the member said about itself; zero when it was not reachable.
 	Status EndpointStatus
+	// AnsweredBy is the member that answered on the probed member's client URLs when that was
+	// another one (a VIP, a shared or reused address): the probed member is then not known to be
+	// up, and counts as unreachable. Zero otherwise.
+	AnsweredBy uint64
 	// At is when the probe started.
 	At time.Time
 }
@@ -93,7 +97,8 @@ func (p *Pool) Close() {
 }
 
 // Probe asks the member for its status and, when it votes, serves a linearizable read, both
-// within timeout.
+// within timeout. Only the member itself counts: an answer from another member ID (the response
+// header says who answered) leaves it unreachable, with AnsweredBy set.
 func (p *Pool) Probe(ctx context.Context, m Member, timeout time.Duration) Health {
 	h := Health{At: time.Now()}
 	c, err := p.conn(m)
@@ -116,6 +121,11 @@ func (p *Pool) Probe(ctx context.Context, m Member, timeout time.Duration) Healt
 	if err != nil {
 		metrics.EtcdErrors.WithLabelValues("Probe").Inc()
 		h.Err = fmt.Errorf("status of %v: %w", m.ClientURLs, err)
+		return h
+	}
+	if st.MemberID != m.ID {
+		h.AnsweredBy = st.MemberID
+		h.Err = fmt.Errorf("%v answered as member %s, not as %s", m.ClientURLs, IDString(st.MemberID), IDString(m.ID))
 		return h
 	}
 	h.Reachable, h.Status = true, st

@@ -2,6 +2,7 @@ package members
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,10 +22,24 @@ import (
 // leaveNeeds is every verb a leave may use, named in a Forbidden error.
 const leaveNeeds = "get, list, patch and, to wait, watch"
 
-var (
-	leavePatch  = client.RawPatch(types.MergePatchType, []byte(`{"spec":{"leave":true}}`))
-	cancelPatch = client.RawPatch(types.MergePatchType, []byte(`{"spec":{"leave":false}}`))
-)
+// cancelPatch withdraws a request: spec.leave false, and spec.memberID gone with it.
+var cancelPatch = client.RawPatch(types.MergePatchType, []byte(`{"spec":{"leave":false,"memberID":null}}`))
+
+// leavePatch asks for the removal of member id, the one the object records when it was read: if
+// the node re-joins before the controller acts, the controller removes nothing (MemberMismatch).
+// An object with no member ID yet gets spec.leave alone, which the controller answers NoMemberID.
+func leavePatch(id string) client.Patch {
+	spec := map[string]any{"leave": true}
+	if id != "" {
+		spec["memberID"] = id
+	}
+	data, err := json.Marshal(map[string]any{"spec": spec})
+	if err != nil {
+		// A map of a bool and a string always marshals.
+		panic(err)
+	}
+	return client.RawPatch(types.MergePatchType, data)
+}
 
 // DryRun is kubectl's --dry-run: none, client (read and judge only) or server (send the request
 // with dryRun=All, which proves RBAC and admission and persists nothing).
@@ -79,13 +94,13 @@ func leave(ctx context.Context, c client.WithWatch, progress io.Writer, name str
 	case DryRunClient:
 		return preflight(progress, m)
 	case DryRunServer:
-		if err := patch(ctx, c, m, leavePatch, client.DryRunAll); err != nil {
+		if err := patch(ctx, c, m, leavePatch(m.Status.MemberID), client.DryRunAll); err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("%s: leave accepted by the API server (server dry run: nothing changed)", m.Name), nil
 	}
-	wasPending := m.Spec.Leave
-	if err := patch(ctx, c, m, leavePatch); err != nil {
+	wasPending := m.LeaveAsked()
+	if err := patch(ctx, c, m, leavePatch(m.Status.MemberID)); err != nil {
 		return "", err
 	}
 	if !opts.Wait {

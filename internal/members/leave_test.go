@@ -74,7 +74,7 @@ func TestLeaveWithoutWait(t *testing.T) {
 			if !read(t, c, "node-2").Spec.Leave {
 				t.Error("spec.leave not set")
 			}
-			if want := []string{`{"spec":{"leave":true}}`}; !slices.Equal(log.bodies, want) || log.dryRuns[0] {
+			if want := []string{`{"spec":{"leave":true,"memberID":"b"}}`}; !slices.Equal(log.bodies, want) || log.dryRuns[0] {
 				t.Errorf("patches %q (dry run %v), want %q", log.bodies, log.dryRuns, want)
 			}
 		})
@@ -342,7 +342,7 @@ func TestCancelLeave(t *testing.T) {
 				t.Errorf("patches %q with dry run %v, want dry runs %v", log.bodies, log.dryRuns, tc.wantPatches)
 			}
 			for _, body := range log.bodies {
-				if body != `{"spec":{"leave":false}}` {
+				if body != `{"spec":{"leave":false,"memberID":null}}` {
 					t.Errorf("patch %s", body)
 				}
 			}
@@ -386,5 +386,20 @@ func TestTimeoutErrorMessage(t *testing.T) {
 	err.APIError = errors.New("boom")
 	if want := "timed out after 1s waiting for node-2 to leave; last state: node-2: x (last API error: boom)"; err.Error() != want {
 		t.Errorf("Error() = %q, want %q", err, want)
+	}
+}
+
+// TestLeavePatchNamesTheMember: a request names the member the object recorded when it was read,
+// so that the controller removes nothing once the node has re-joined; an object with no member ID
+// yet gets spec.leave alone.
+func TestLeavePatchNamesTheMember(t *testing.T) {
+	for id, want := range map[string]string{
+		"2c9ac577d3e7c665": `{"spec":{"leave":true,"memberID":"2c9ac577d3e7c665"}}`,
+		"":                 `{"spec":{"leave":true}}`,
+	} {
+		data, err := leavePatch(id).Data(nil)
+		if err != nil || string(data) != want {
+			t.Errorf("leavePatch(%q) = %s, %v; want %s", id, data, err, want)
+		}
 	}
 }

@@ -35,6 +35,8 @@ var refusals = map[string]bool{
 	v1alpha1.ReasonLastVoter:    true,
 	v1alpha1.ReasonNoOtherAgent: true,
 	v1alpha1.ReasonNoMemberID:   true,
+	// The object records another member than the request names: only a new request helps.
+	v1alpha1.ReasonMemberMismatch: true,
 }
 
 // judge describes a leave request in one line and says where it stands. A Left condition computed

@@ -40,6 +40,7 @@ func TestJudge(t *testing.T) {
 		{"last voter", true, []metav1.Condition{joined, leftCond(metav1.ConditionFalse, v1alpha1.ReasonLastVoter)}, "node-2: Left=False LastVoter: LastVoter message", refused},
 		{"no other agent", true, []metav1.Condition{joined, leftCond(metav1.ConditionFalse, v1alpha1.ReasonNoOtherAgent)}, "node-2: Left=False NoOtherAgent: NoOtherAgent message", refused},
 		{"no member ID", true, []metav1.Condition{leftCond(metav1.ConditionFalse, v1alpha1.ReasonNoMemberID)}, "node-2: Left=False NoMemberID: NoMemberID message", refused},
+		{"member mismatch", true, []metav1.Condition{joined, leftCond(metav1.ConditionFalse, v1alpha1.ReasonMemberMismatch)}, "node-2: Left=False MemberMismatch: MemberMismatch message", refused},
 		{"removed", true, []metav1.Condition{removed, leftCond(metav1.ConditionTrue, v1alpha1.ReasonRemoved)}, "node-2: Left=True Removed: Removed message", left},
 		{"already gone", true, []metav1.Condition{notFound, leftCond(metav1.ConditionTrue, v1alpha1.ReasonNotFound)}, "node-2: Left=True NotFound: NotFound message", left},
 		{"left but joined again", true, []metav1.Condition{joined, leftCond(metav1.ConditionTrue, v1alpha1.ReasonRemoved)}, "node-2: Left=True Removed: Removed message", pending},

@@ -62,15 +62,20 @@ func Observe(m *v1alpha1.EtcdMember, member etcd.Member) {
 }
 
 // ClearLeave drops a completed leave request from an object that is being taken over for a new
-// member: spec.leave and the controller's reason annotation. It tells whether spec or metadata
-// changed, which then needs an update of its own before the status write.
+// member: spec.leave and spec.memberID, the controller's reason annotation and the force
+// annotation. Force is for
+// the one removal it was set for: kept, every later leave of the re-joined node would skip the
+// quorum guard. It tells whether spec or metadata changed, which then needs an update of its own
+// before the status write.
 func ClearLeave(m *v1alpha1.EtcdMember) bool {
 	_, auto := m.Annotations[v1alpha1.AnnotationLeaveReason]
-	if !m.Spec.Leave && !auto {
+	_, forced := m.Annotations[v1alpha1.AnnotationForceLeave]
+	if !m.Spec.Leave && m.Spec.MemberID == "" && !auto && !forced {
 		return false
 	}
-	m.Spec.Leave = false
+	m.Spec.Leave, m.Spec.MemberID = false, ""
 	delete(m.Annotations, v1alpha1.AnnotationLeaveReason)
+	delete(m.Annotations, v1alpha1.AnnotationForceLeave)
 	return true
 }
 

@@ -46,3 +46,36 @@ func TestSetTransitions(t *testing.T) {
 		t.Errorf("Remove left %+v", m.Status.Conditions)
 	}
 }
+
+// TestClearLeaveDropsForce: taking an object over for a re-joined node ends the earlier request
+// with everything that came with it, the force annotation included.
+func TestClearLeaveDropsForce(t *testing.T) {
+	cases := []struct {
+		name        string
+		leave       bool
+		annotations map[string]string
+		changed     bool
+	}{
+		{"nothing to clear", false, map[string]string{"other": "kept"}, false},
+		{"a request", true, nil, true},
+		{"the controller's request", true, map[string]string{v1alpha1.AnnotationLeaveReason: "unreachable"}, true},
+		{"a forced request", true, map[string]string{v1alpha1.AnnotationForceLeave: "true", "other": "kept"}, true},
+		{"force left over from a completed removal", false, map[string]string{v1alpha1.AnnotationForceLeave: "true"}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &v1alpha1.EtcdMember{ObjectMeta: metav1.ObjectMeta{Annotations: tc.annotations}, Spec: v1alpha1.EtcdMemberSpec{Leave: tc.leave}}
+			if got := ClearLeave(m); got != tc.changed {
+				t.Errorf("ClearLeave = %t, want %t", got, tc.changed)
+			}
+			_, force := m.Annotations[v1alpha1.AnnotationForceLeave]
+			_, reason := m.Annotations[v1alpha1.AnnotationLeaveReason]
+			if m.Spec.Leave || force || reason {
+				t.Errorf("after ClearLeave: leave=%t force=%t reason=%t, want none", m.Spec.Leave, force, reason)
+			}
+			if tc.annotations["other"] != "" && m.Annotations["other"] != "kept" {
+				t.Errorf("an unrelated annotation went: %v", m.Annotations)
+			}
+		})
+	}
+}

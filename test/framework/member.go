@@ -32,6 +32,17 @@ type Member struct {
 	certs          *keyPair // nil without TLS
 	initialCluster string
 	clusterState   string
+	// advertiseClient, when set, is the client URL the member publishes instead of its own.
+	advertiseClient string
+}
+
+// AdvertiseClientURL makes the member publish url as its client URL from its next start, while it
+// still listens on its own: a member behind a VIP, or one whose recorded address another member
+// now holds. Empty restores its own URL.
+func (m *Member) AdvertiseClientURL(url string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.advertiseClient = url
 }
 
 // EtcdName is the member's name in etcd: Name unless AddMemberAs gave another.
@@ -231,11 +242,15 @@ func (m *Member) args() []string {
 	client, peer := m.ClientURL(), m.PeerURL()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	advertise := client
+	if m.advertiseClient != "" {
+		advertise = m.advertiseClient
+	}
 	args := []string{
 		"--name", m.EtcdName(),
 		"--data-dir", m.DataDir(),
 		"--listen-client-urls", client,
-		"--advertise-client-urls", client,
+		"--advertise-client-urls", advertise,
 		"--listen-peer-urls", peer,
 		"--initial-advertise-peer-urls", peer,
 		// Ignored by etcd once the data dir holds a WAL, which is why MoveTo
