@@ -2,6 +2,7 @@ package framework
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,14 +18,11 @@ const raceRounds = 200
 // TestSignalAfterOwnExitIsNotRunning replays, deterministically, what happens
 // when a test stops an etcd member that etcd has just removed: the member has
 // exited on its own and been reaped (cmd.Wait returned), but start's goroutine
-// has not yet marked it exited. Holding p.mu until the OS answers
-// ErrProcessDone keeps that goroutine out, so every round hits the window.
+// has not yet marked it exited. The test holds p.mu from before the child exits
+// until the OS answers ErrProcessDone, so every round hits the window.
 func TestSignalAfterOwnExitIsNotRunning(t *testing.T) {
 	t.Parallel()
-	bin, err := exec.LookPath("true")
-	if err != nil {
-		t.Fatalf("this self-test runs /bin/true (coreutils): %v", err)
-	}
+	sh, args := exitOnCue(t)
 	ops := []struct {
 		name string
 		do   func(p *process) error
@@ -35,13 +33,15 @@ func TestSignalAfterOwnExitIsNotRunning(t *testing.T) {
 	for _, op := range ops {
 		t.Run(op.name, func(t *testing.T) {
 			t.Parallel()
-			p := newProcess(t, "exits-alone", filepath.Join(t.TempDir(), "log"))
+			dir := t.TempDir()
+			p := newProcess(t, "exits-alone", filepath.Join(dir, "log"))
 			start := time.Now()
 			for round := range raceRounds {
-				if err := p.start(bin); err != nil {
+				cue := filepath.Join(dir, fmt.Sprintf("cue-%d", round))
+				if err := p.start(sh, args(cue)...); err != nil {
 					t.Fatalf("round %d: %v", round, err)
 				}
-				reapedBeforeMarked(t, p)
+				reapedBeforeMarked(t, p, cue)
 				if err := op.do(p); err != nil {
 					t.Fatalf("round %d: %s of a process that exited on its own: %v", round, op.name, err)
 				}
@@ -59,29 +59,46 @@ func TestSignalAfterOwnExitIsNotRunning(t *testing.T) {
 // Resume of members and agents accept, and nothing else.
 func TestSignalToExitedProcessSaysNotRunning(t *testing.T) {
 	t.Parallel()
-	bin, err := exec.LookPath("true")
-	if err != nil {
-		t.Fatalf("this self-test runs /bin/true (coreutils): %v", err)
-	}
-	p := newProcess(t, "exits-alone", filepath.Join(t.TempDir(), "log"))
+	sh, args := exitOnCue(t)
+	dir := t.TempDir()
+	p := newProcess(t, "exits-alone", filepath.Join(dir, "log"))
 	for round := range raceRounds {
-		if err := p.start(bin); err != nil {
+		cue := filepath.Join(dir, fmt.Sprintf("cue-%d", round))
+		if err := p.start(sh, args(cue)...); err != nil {
 			t.Fatalf("round %d: %v", round, err)
 		}
 		sig := []syscall.Signal{syscall.SIGSTOP, syscall.SIGCONT}[round%2]
-		reapedBeforeMarked(t, p)
+		reapedBeforeMarked(t, p, cue)
 		if err := p.signal(sig); !errors.Is(err, errNotRunning) {
 			t.Fatalf("round %d: %v to a process that exited: got %v, want errNotRunning", round, sig, err)
 		}
 	}
 }
 
-// reapedBeforeMarked returns once p's child has exited and been reaped while
-// p still says it runs: the moment in which the race lived.
-func reapedBeforeMarked(t *testing.T, p *process) {
+// exitOnCue is a child that exits by itself, but only once its cue file exists, so that a test
+// can take p.mu before the exit: start's goroutine then cannot mark it exited until the test lets
+// go.
+func exitOnCue(t *testing.T) (sh string, args func(cue string) []string) {
+	t.Helper()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatalf("this self-test runs sh: %v", err)
+	}
+	return sh, func(cue string) []string {
+		return []string{"-c", `while [ ! -e "$0" ]; do sleep 0.002; done`, cue}
+	}
+}
+
+// reapedBeforeMarked cues p's child to exit while holding p.mu, and returns, releasing it, once
+// the child has exited and been reaped while p still says it runs: the moment in which the race
+// lived.
+func reapedBeforeMarked(t *testing.T, p *process, cue string) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err := os.WriteFile(cue, nil, 0o600); err != nil {
+		t.Fatalf("cue: %v", err)
+	}
 	deadline := time.Now().Add(killTimeout)
 	for {
 		err := p.cmd.Process.Signal(syscall.Signal(0))
