@@ -33,7 +33,7 @@ var (
 	leftReasons = []string{
 		v1alpha1.ReasonRemoved, v1alpha1.ReasonNotFound, v1alpha1.ReasonHandingOver,
 		v1alpha1.ReasonNoOtherAgent, v1alpha1.ReasonQuorumAtRisk, v1alpha1.ReasonLastVoter,
-		v1alpha1.ReasonNoMemberID, v1alpha1.ReasonEtcdError,
+		v1alpha1.ReasonNoMemberID, v1alpha1.ReasonMemberMismatch, v1alpha1.ReasonEtcdError,
 	}
 	joinedReasons = []string{
 		v1alpha1.ReasonInMemberList, v1alpha1.ReasonRejoined, v1alpha1.ReasonRemoved, v1alpha1.ReasonNotFound,

@@ -46,7 +46,8 @@ func (r *run) leave(i int, crash string) (string, error) {
 		r.authorized[l.id] = l
 		r.mu.Unlock()
 		patch := client.MergeFromWithOptions(obj.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		obj.Spec.Leave = true
+		// The request names its member, as kubectl etcdmember leave does.
+		obj.Spec.Leave, obj.Spec.MemberID = true, l.idHex
 		l.issued = time.Now()
 		sent = true
 		return r.w.client.Patch(ctx, obj, patch)

@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
@@ -73,9 +75,20 @@ func TestRejoinWithoutAgent(t *testing.T) {
 // removeByHand removes a member behind etcdmember's back, as an operator with etcdctl would.
 func removeByHand(t *testing.T, e *env, m *framework.Member) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	if _, err := e.cluster.Client(t).MemberRemove(ctx, m.ID()); err != nil {
-		t.Fatalf("member remove %s: %v", m.IDHex(), err)
+	// etcd refuses a removal ("unhealthy cluster") until the members have been connected for 5 s,
+	// which a scenario that starts with a removal can still be within.
+	cli := e.cluster.Client(t)
+	deadline := time.Now().Add(settle)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		_, err := cli.MemberRemove(ctx, m.ID())
+		cancel()
+		switch {
+		case err == nil:
+			return
+		case !errors.Is(err, rpctypes.ErrUnhealthy) || time.Now().After(deadline):
+			t.Fatalf("member remove %s: %v", m.IDHex(), err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
