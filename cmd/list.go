@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -67,8 +68,7 @@ list as kubectl get does.`,
 	}
 	f := cmd.Flags()
 	o.print.AddFlags(cmd)
-	f.Lookup("output").Usage = "Output format: wide, custom-columns=HEADER:JSONPATH,..., or one of " +
-		fmt.Sprint(o.print.AllowedFormats()) + "."
+	f.Lookup("output").Usage = "Output format: " + strings.Join(printers.Formats(o.print), "|") + "."
 	bindEtcdFlags(f, &o.etcd, "Client URL(s) of etcd, for the live view.")
 	f.StringVarP(&o.selector, "selector", "l", "", "Label selector, e.g. etcdmember.io/discovered=true; etcd members without an object are then left out.")
 	f.BoolVarP(&o.watch, "watch", "w", false, "After the list, print each change of an object as it happens (what the objects record), until interrupted.")

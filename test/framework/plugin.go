@@ -43,13 +43,13 @@ func (a *APIServer) kubectlWithPlugin(t TB, ctx context.Context, env []string, a
 	kubectl := Binary(t, "kubectl")
 	Binary(t, "kubectl-etcdmember")
 	cmd := exec.CommandContext(ctx, kubectl, args...)
-	cmd.Env = append(PluginEnv(a.Kubeconfig()), env...)
+	cmd.Env = append(pluginEnv(a.Kubeconfig()), env...)
 	return cmd
 }
 
-// PluginEnv is the environment the plugin runs with: bin/ first on PATH and kubeconfig in
+// pluginEnv is the environment the plugin runs with: bin/ first on PATH and kubeconfig in
 // $KUBECONFIG, with no ETCDCTL_* of the machine's.
-func PluginEnv(kubeconfig string) []string {
+func pluginEnv(kubeconfig string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "ETCDCTL_") || strings.HasPrefix(kv, "KUBECONFIG=") || strings.HasPrefix(kv, "PATH=") {
