@@ -26,7 +26,7 @@ const (
 	// from etcd for another reason, e.g. someone ran etcdctl member remove.
 	ReasonNotFound = "NotFound"
 
-	// ReasonEvicted (Joined=False): etcdmember removed a learner that had not caught up within
+	// ReasonEvicted (Joined=False): etcdmember removed a learner that made no progress for
 	// --learner-stall-timeout, so that it no longer blocks the next join.
 	ReasonEvicted = "Evicted"
 )
@@ -56,8 +56,8 @@ const (
 	// to false, or spec.memberID to status.memberID to remove the new member.
 	ReasonMemberMismatch = "MemberMismatch"
 
-	// ReasonEtcdError: etcd refused or failed the removal; the message carries etcd's error and the
-	// request is retried with back-off.
+	// ReasonEtcdError: etcd refused or failed the removal; the request is retried with back-off.
+	// The message is stable; etcd's error is in the Warning Event and the leading agent's log.
 	ReasonEtcdError = "EtcdError"
 )
 
@@ -127,7 +127,7 @@ const (
 
 // ConditionPromoted follows a learner's way to voter. It appears when the leading agent first sees
 // the member as a learner: False while it catches up, True once etcdmember promoted it. A learner
-// still not promoted after --learner-stall-timeout is evicted (Joined=False, reason Evicted).
+// that makes no progress for --learner-stall-timeout is evicted (Joined=False, reason Evicted).
 const ConditionPromoted = "Promoted"
 
 // Reasons of the Promoted condition. ReasonNotStarted and ReasonQuorumAtRisk apply too.
@@ -146,7 +146,7 @@ const (
 	// crash, it tells the next leader that the removal may already have happened.
 	ReasonEvicting = "Evicting"
 
-	// ReasonStalled (Promoted=False): the learner was evicted for not catching up in time.
+	// ReasonStalled (Promoted=False): the learner was evicted for making no progress.
 	ReasonStalled = "Stalled"
 )
 
@@ -157,3 +157,19 @@ const AnnotationLeaveReason = "etcdmember.io/leave-reason"
 // ReasonUnreachableMember is the Event reason of a leave the controller asked for because a
 // voter stayed unreachable longer than --remove-unreachable-after.
 const ReasonUnreachableMember = "UnreachableMember"
+
+// Event reasons of peer-URL updates. The agent on a member's node checks the peer URLs it
+// advertises and publishes them in status.advertisedPeerURLs; the leading agent updates etcd's
+// record, as one more membership change.
+const (
+	// ReasonPeerURLsUnverified (agent, Warning): an advertised peer URL is another member's, or no
+	// etcd of this cluster answered on it, so the URLs were not published.
+	ReasonPeerURLsUnverified = "PeerURLsUnverified"
+	// ReasonPeerURLsUpdated (leader, Normal): etcd now records the advertised peer URLs.
+	ReasonPeerURLsUpdated = "PeerURLsUpdated"
+	// ReasonPeerURLsUpdateRefused (leader, Warning): the update waits, because losing the member
+	// to a wrong URL would cost quorum, or because another member already has one of the URLs.
+	ReasonPeerURLsUpdateRefused = "PeerURLsUpdateRefused"
+	// ReasonPeerURLsUpdateFailed (leader, Warning): etcd refused or failed the update.
+	ReasonPeerURLsUpdateFailed = "PeerURLsUpdateFailed"
+)

@@ -60,6 +60,18 @@ type EtcdMemberStatus struct {
 	// +optional
 	ClientURLs []string `json:"clientURLs,omitempty"`
 
+	// advertisedPeerURLs are the peer URLs the agent on the member's node advertises
+	// (--advertise-peer-urls), normalized, written only once that agent found an etcd of this
+	// cluster answering on each of them and none of them recorded for another member. When they differ from peerURLs, the leading agent
+	// updates etcd's record, one membership change at a time and only while losing the member
+	// would keep quorum. Empty when the node advertises nothing.
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.all(u, isURL(u) && url(u).getScheme() in ['http', 'https'])",message="advertisedPeerURLs must be http(s) URLs"
+	// +listType=atomic
+	// +optional
+	AdvertisedPeerURLs []string `json:"advertisedPeerURLs,omitempty"`
+
 	// isLearner is true while the member is a non-voting learner.
 	// +optional
 	IsLearner bool `json:"isLearner"`

@@ -96,6 +96,11 @@ func (in *EtcdMemberStatus) DeepCopyInto(out *EtcdMemberStatus) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.AdvertisedPeerURLs != nil {
+		in, out := &in.AdvertisedPeerURLs, &out.AdvertisedPeerURLs
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Health != nil {
 		in, out := &in.Health, &out.Health
 		*out = new(MemberHealth)

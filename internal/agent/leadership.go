@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -98,6 +99,11 @@ func (l *leadership) Start(ctx context.Context) error {
 		deliberate := false
 		if l.opts.LeaderElect {
 			l.awaitLocalMember(ctx)
+		}
+		if !l.awaitLeadableEtcd(ctx) {
+			return nil
+		}
+		if l.opts.LeaderElect {
 			deliberate = l.holdOff(ctx)
 		}
 		termCtx, cancel := context.WithCancel(ctx)
@@ -168,6 +174,7 @@ func (l *leadership) runTerm(ctx context.Context) error {
 		Pool:            pool,
 		Events:          l.events,
 		Intents:         l.intents,
+		APIReader:       mgr.GetAPIReader(),
 		LocalMemberID:   l.registrar.LocalMemberID,
 		Probes:          watcher.Probes,
 		HandOver:        l.handOver,
@@ -180,6 +187,9 @@ func (l *leadership) runTerm(ctx context.Context) error {
 		LearnerStallTimeout:    l.opts.LearnerStallTimeout,
 		RemoveUnreachableAfter: l.opts.RemoveUnreachableAfter,
 		MinVoters:              l.opts.MinVoters,
+	}
+	if l.opts.LeaderElect {
+		reconciler.TermHeld = l.termHeld
 	}
 	if err := mgr.Add(watcher); err != nil {
 		return err
@@ -196,6 +206,25 @@ func (l *leadership) runTerm(ctx context.Context) error {
 		return fmt.Errorf("setting up the leave controller: %w", err)
 	}
 	return mgr.Start(ctx)
+}
+
+// termHeld reads the leader Lease past every cache and fails unless it still names this agent
+// and was renewed less than a lease duration ago. The renewTime it checks was written by this
+// agent, so this agent's clock is the right one to judge it by.
+func (l *leadership) termHeld(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	lease := &coordinationv1.Lease{}
+	if err := l.registrar.Reader.Get(ctx, types.NamespacedName{Namespace: l.opts.LeaderElectionNamespace, Name: LeaseName}, lease); err != nil {
+		return fmt.Errorf("reading the leader Lease: %w", err)
+	}
+	if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); holder != l.identity {
+		return fmt.Errorf("the leader Lease is held by %q, not by this agent (%s): its term has ended", holder, l.identity)
+	}
+	if lease.Spec.RenewTime == nil || time.Since(lease.Spec.RenewTime.Time) >= l.opts.LeaseDuration {
+		return fmt.Errorf("this agent last renewed the leader Lease more than a lease duration (%s) ago: its term has ended", l.opts.LeaseDuration)
+	}
+	return nil
 }
 
 // termStarted marks the moment this agent became leader.
@@ -546,6 +575,34 @@ func (l *leadership) awaitLocalMember(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		}
+	}
+}
+
+// leadableRecheck is how often an agent in front of an etcd too old to lead looks again: an
+// upgrade of etcd in place needs no restart of the agent.
+const leadableRecheck = 30 * time.Second
+
+// awaitLeadableEtcd returns true once the local etcd is a version the controller may lead (see
+// requireLeadableEtcd), false when ctx ends first. Until then this agent stays out of the election
+// and keeps registering its member; the error is logged at every check.
+func (l *leadership) awaitLeadableEtcd(ctx context.Context) bool {
+	for {
+		err := requireLeadableEtcd(ctx, l.etcd, l.registrar.Endpoint)
+		if err == nil {
+			return true
+		}
+		wait := l.opts.RetryPeriod
+		if errors.Is(err, etcd.ErrEtcdTooOld) {
+			wait = leadableRecheck
+			logf.FromContext(ctx).Error(err, "Not leading: upgrade etcd to 3.5 or later; this agent still registers its member", "recheckIn", wait)
+		} else {
+			logf.FromContext(ctx).Info("Checking the local etcd's version failed; retrying before campaigning", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
 		}
 	}
 }

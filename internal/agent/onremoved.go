@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,8 +48,9 @@ type OnRemovedHook struct {
 }
 
 // afterRemoval runs the on-removed command once the object of the member last registered here
-// says that member was removed on request. It needs no etcd: the local etcd shuts itself down
-// once removed, which is why the sync that calls this has failed.
+// says that member was removed on request, and another member of the cluster confirms that it is
+// gone from etcd. It needs no local etcd: that shuts itself down once removed, which is why the
+// sync that calls this has failed.
 func (r *Registrar) afterRemoval(ctx context.Context, etcdErr error) error {
 	last := r.last
 	if r.OnRemoved.Command == "" || last.object == "" {
@@ -71,11 +73,70 @@ func (r *Registrar) afterRemoval(ctx context.Context, etcdErr error) error {
 	if beingDeleted(ctx, obj) || !hookDue(obj, id) {
 		return nil
 	}
+	ask := r.ask
+	if ask == nil {
+		ask = r.askMember
+	}
+	if err := confirmRemoved(ctx, last, ask); err != nil {
+		logf.FromContext(ctx).Info("Not running the on-removed command: etcd has not confirmed that the local member is gone; asking again at the next sync",
+			"object", obj.Name, "memberID", id, "reason", err.Error())
+		return nil
+	}
 	if err := r.markRan(ctx, obj, id); err != nil {
 		return err
 	}
 	r.OnRemoved.runAndRecord(ctx, r.Events, obj, id)
 	return nil
+}
+
+// memberAsker reads the member list from one member, with the header of the answer.
+type memberAsker func(ctx context.Context, m etcd.Member) ([]etcd.Member, etcd.Header, error)
+
+// confirmRemoved returns nil only when another member of the cluster, as the last successful
+// sync listed them, answers a linearizable member list without the local member. The object is
+// no such evidence: whoever may write its status can write Joined=False/Removed, and the command
+// stops services and moves data away. An answer counts only from this cluster and not from the
+// local member itself (a client URL that now lands on it); the first one that counts decides,
+// since a linearizable read is the cluster's answer, not the member's.
+func confirmRemoved(ctx context.Context, last registration, ask memberAsker) error {
+	if len(last.others) == 0 {
+		return errors.New("the last successful sync knew no other member to ask")
+	}
+	var errs []error
+	for _, m := range last.others {
+		members, header, err := ask(ctx, m)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("member %s at %v: %w", etcd.IDString(m.ID), m.ClientURLs, err))
+			continue
+		case header.MemberID == last.id:
+			errs = append(errs, fmt.Errorf("member %s at %v: answered by the local member itself", etcd.IDString(m.ID), m.ClientURLs))
+			continue
+		case header.ClusterID != last.clusterID:
+			errs = append(errs, fmt.Errorf("member %s at %v: answered by a member of etcd cluster %s, not of this cluster %s",
+				etcd.IDString(m.ID), m.ClientURLs, etcd.IDString(header.ClusterID), etcd.IDString(last.clusterID)))
+			continue
+		}
+		if slices.ContainsFunc(members, func(x etcd.Member) bool { return x.ID == last.id }) {
+			return fmt.Errorf("member %s at %v still lists member %s", etcd.IDString(header.MemberID), m.ClientURLs, etcd.IDString(last.id))
+		}
+		return nil
+	}
+	return fmt.Errorf("no other member answered: %w", errors.Join(errs...))
+}
+
+// askMember reads the member list from m alone, on a connection of its own that ends with the
+// call: it is only needed once the local etcd is gone, until the command has run.
+func (r *Registrar) askMember(ctx context.Context, m etcd.Member) ([]etcd.Member, etcd.Header, error) {
+	if len(m.ClientURLs) == 0 {
+		return nil, etcd.Header{}, errors.New("it has no client URLs")
+	}
+	c, err := r.Etcd.WithEndpoints(m.ClientURLs)
+	if err != nil {
+		return nil, etcd.Header{}, err
+	}
+	defer func() { _ = c.Close() }()
+	return c.MemberListHeader(ctx)
 }
 
 // hookDue tells whether obj records member id as removed on request (never a refused or pending

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 	"github.com/etcdmember/kubectl-etcdmember/internal/events"
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
@@ -141,9 +142,34 @@ func newHookEnv(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) *h
 	r := &Registrar{
 		Reader: c, Client: c, Events: &events.Recorder{Client: c, Namespace: "kube-system"},
 		OnRemoved: OnRemovedHook{Command: "echo run >> '" + runs + "'; echo hello", Timeout: 10 * time.Second},
-		last:      registration{object: "node-2", id: 0x8e9e05c52164694d},
+		last:      testRegistration,
+		ask:       answers(map[uint64]answer{1: {list: []etcd.Member{{ID: 1}}, header: etcd.Header{ClusterID: testCluster, MemberID: 1}}}),
 	}
 	return &hookEnv{r: r, client: c, runs: runs}
+}
+
+const testCluster = 0xc1
+
+// testRegistration is the last sync of node-2's agent: member testID in a cluster with member 1.
+var testRegistration = registration{object: "node-2", id: 0x8e9e05c52164694d, clusterID: testCluster,
+	others: []etcd.Member{{ID: 1, ClientURLs: []string{"http://10.0.0.1:2379"}}}}
+
+// answer is what one member says when asked for the member list.
+type answer struct {
+	list   []etcd.Member
+	header etcd.Header
+	err    error
+}
+
+// answers returns a memberAsker that answers for each member ID as given, and fails for others.
+func answers(by map[uint64]answer) memberAsker {
+	return func(_ context.Context, m etcd.Member) ([]etcd.Member, etcd.Header, error) {
+		a, ok := by[m.ID]
+		if !ok {
+			return nil, etcd.Header{}, errors.New("connection refused")
+		}
+		return a.list, a.header, a.err
+	}
 }
 
 func (e *hookEnv) runCount(t *testing.T) int {
@@ -267,5 +293,64 @@ func TestAfterRemovalConflict(t *testing.T) {
 	}
 	if err := e.r.afterRemoval(context.Background(), errEtcdDown); err != nil || e.runCount(t) != 1 {
 		t.Fatalf("err %v, runs %d; want one run on the retry", err, e.runCount(t))
+	}
+}
+
+// TestAfterRemovalNeedsEtcdEvidence: an object that says Removed is not enough; another member
+// must answer a member list without the local member.
+func TestAfterRemovalNeedsEtcdEvidence(t *testing.T) {
+	const local = 0x8e9e05c52164694d
+	stillListed := []etcd.Member{{ID: 1}, {ID: local}}
+	cases := []struct {
+		name string
+		ask  map[uint64]answer
+	}{
+		{"the other member still lists it", map[uint64]answer{1: {list: stillListed, header: etcd.Header{ClusterID: testCluster, MemberID: 1}}}},
+		{"no other member answers", map[uint64]answer{}},
+		{"the answer comes from the local member itself", map[uint64]answer{1: {list: []etcd.Member{{ID: 1}}, header: etcd.Header{ClusterID: testCluster, MemberID: local}}}},
+		{"the answer comes from another cluster", map[uint64]answer{1: {list: []etcd.Member{{ID: 1}}, header: etcd.Header{ClusterID: 0xc2, MemberID: 1}}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newHookEnv(t, interceptor.Funcs{}, member(metav1.ConditionFalse, v1alpha1.ReasonRemoved))
+			e.r.ask = answers(tc.ask)
+			if err := e.r.afterRemoval(context.Background(), errEtcdDown); err != nil {
+				t.Fatal(err)
+			}
+			if n := e.runCount(t); n != 0 {
+				t.Errorf("ran %d times without evidence from etcd, want never", n)
+			}
+			obj := &v1alpha1.EtcdMember{}
+			if err := e.client.Get(context.Background(), types.NamespacedName{Name: "node-2"}, obj); err != nil {
+				t.Fatal(err)
+			}
+			if _, marked := obj.Annotations[AnnotationOnRemovedRan]; marked {
+				t.Errorf("annotation written without evidence")
+			}
+		})
+	}
+}
+
+// TestConfirmRemovedAsksTheNextMember: a member that does not answer is skipped; the first
+// answer that counts decides.
+func TestConfirmRemovedAsksTheNextMember(t *testing.T) {
+	last := testRegistration
+	last.others = []etcd.Member{{ID: 1}, {ID: 3}, {ID: 4}}
+	gone := []etcd.Member{{ID: 3}, {ID: 4}}
+	listed := append([]etcd.Member{{ID: last.id}}, gone...)
+	ask := answers(map[uint64]answer{
+		3: {list: gone, header: etcd.Header{ClusterID: testCluster, MemberID: 3}},
+		4: {list: listed, header: etcd.Header{ClusterID: testCluster, MemberID: 4}},
+	})
+	if err := confirmRemoved(context.Background(), last, ask); err != nil {
+		t.Errorf("member 3 confirmed the removal, got %v", err)
+	}
+	last.others = []etcd.Member{{ID: 1}, {ID: 4}, {ID: 3}}
+	if err := confirmRemoved(context.Background(), last, ask); err == nil || !strings.Contains(err.Error(), "still lists") {
+		t.Errorf("member 4 answered first that the member is still listed, got %v", err)
+	}
+	last.others = nil
+	if err := confirmRemoved(context.Background(), last, ask); err == nil {
+		t.Error("no member to ask, yet confirmed")
 	}
 }

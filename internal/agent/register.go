@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +33,42 @@ func (e notMemberError) Error() string {
 	return fmt.Sprintf("the local etcd member %s is not in the cluster's member list", etcd.IDString(e.id))
 }
 
+// ReasonLocalMemberChanged is the reason of the Warning Event an agent writes when its local etcd
+// endpoint answers as another member while the member it registered is still in etcd. It lives
+// here rather than in api/v1alpha1 because only the agent on the member's own node writes it.
+const ReasonLocalMemberChanged = "LocalMemberChanged"
+
+// identityError means the local etcd endpoint answers as another member than the one this node
+// registered (pinned), and the pinned member is still in etcd: the endpoint is a VIP or load
+// balancer that now lands on another node, or two nodes share a configuration. Taking the answer
+// would make this agent act for another node's member: a leader could remove its own member
+// thinking it another's, and --on-removed-exec could run on the wrong node.
+type identityError struct {
+	object           string
+	endpoint         string
+	pinned, answered uint64
+}
+
+func (e identityError) Error() string {
+	return fmt.Sprintf("the local etcd endpoint %s answers as member %s, but this node's member %s (EtcdMember %s) is still in etcd's member list",
+		e.endpoint, etcd.IDString(e.answered), etcd.IDString(e.pinned), e.object)
+}
+
+// note is the Warning's note: what happened, what the agent does about it, what to fix.
+func (e identityError) note() string {
+	return fmt.Sprintf("The local etcd endpoint %s answers as member %s, but this node's member %s is still in etcd's member list. "+
+		"The agent keeps member %s, is not ready and does not lead until the endpoint answers as %s again. "+
+		"--etcd-endpoints must name this node's own etcd, not a VIP or load balancer; if the node was rebuilt, remove member %s from etcd.",
+		e.endpoint, etcd.IDString(e.answered), etcd.IDString(e.pinned), etcd.IDString(e.pinned), etcd.IDString(e.pinned), etcd.IDString(e.pinned))
+}
+
+// identityHolds tells whether the local endpoint answering as member answered is consistent with
+// the member pinned earlier (0: none yet). Another member is accepted only once the pinned one is
+// gone from etcd: the node was rebuilt and re-joined under a new ID.
+func identityHolds(pinned, answered uint64, members []etcd.Member) bool {
+	return pinned == 0 || answered == pinned || !slices.ContainsFunc(members, func(m etcd.Member) bool { return m.ID == pinned })
+}
+
 // Registrar keeps the local member's EtcdMember object: it creates it, keeps what the local member
 // knows about itself in status, and takes the object over when the node re-joins as a new member.
 // It runs on every agent, leader or not.
@@ -44,8 +81,8 @@ type Registrar struct {
 	// Name overrides the local member's etcd name as the object's name.
 	Name     string
 	Interval time.Duration
-	// PeerURLs, normalized, are the peer URLs etcd should record for the local member; empty
-	// leaves etcd's record alone.
+	// PeerURLs, normalized, are the peer URLs to publish in status.advertisedPeerURLs once the
+	// local etcd answers on them; empty publishes none.
 	PeerURLs []string
 	// OnRemoved runs after the local member was removed on request; a zero value does nothing.
 	OnRemoved OnRemovedHook
@@ -54,18 +91,35 @@ type Registrar struct {
 	registered atomic.Bool
 
 	// Only the sync loop touches these.
-	peerUpdateErr string
-	last          registration
+	last registration
+	// peerWarned and identityWarned are the notes of the last PeerURLsUnverified and
+	// LocalMemberChanged Warnings, so that one cause gives one Event, not one per sync.
+	peerWarned     string
+	identityWarned string
+	// ask reads the member list from another member; nil means askMember. Tests replace it.
+	ask memberAsker
 }
 
-// registration is what the last successful sync learned: which object tracks which member ID.
-// It outlives the local etcd, which shuts itself down once removed.
+// registration is what the last successful sync learned: which object tracks which member ID,
+// and where else to ask about that member. It outlives the local etcd, which shuts itself down
+// once removed.
 type registration struct {
-	object string
-	id     uint64
+	object    string
+	id        uint64
+	clusterID uint64
+	// others are the other members as that sync's member list recorded them.
+	others []etcd.Member
 }
 
-// LocalMemberID returns the local member's ID, or 0 before the first successful sync.
+// localView is what the local etcd endpoint says: which member it is, and the member list.
+type localView struct {
+	self      etcd.Member
+	members   []etcd.Member
+	clusterID uint64
+}
+
+// LocalMemberID returns the local member's ID, or 0 before the first successful sync. Once set,
+// it changes only when the member it names is gone from etcd.
 func (r *Registrar) LocalMemberID() uint64 { return r.local.Load() }
 
 // NeedLeaderElection lets the registrar run on every agent.
@@ -99,13 +153,19 @@ func (r *Registrar) Ready() error {
 }
 
 func (r *Registrar) sync(ctx context.Context) error {
-	self, err := r.localMember(ctx)
-	if err != nil {
+	view, err := r.localMember(ctx)
+	var changed identityError
+	switch {
+	case errors.As(err, &changed):
+		r.warnIdentity(ctx, nil, changed)
+		return err
+	case err != nil:
 		// A member removed on request shuts its etcd down, so whether to run the on-removed
-		// command is decided from the object alone.
+		// command is decided without it.
 		return errors.Join(err, r.afterRemoval(ctx, err))
 	}
-	self, peerEvent := r.advertise(ctx, self)
+	self := view.self
+	adv := r.advertise(ctx, view)
 	name := r.Name
 	if name == "" {
 		name = self.Name
@@ -120,24 +180,74 @@ func (r *Registrar) sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	peerEvent.record(ctx, r.Events, obj)
+	r.recordAdvertisement(ctx, obj, adv)
 	if beingDeleted(ctx, obj) {
+		r.accept(obj.Name, view)
 		return nil
 	}
 	if localID := etcd.IDString(self.ID); obj.Status.MemberID != "" && obj.Status.MemberID != localID {
-		err = r.takeOver(ctx, obj, self)
+		err = r.takeOver(ctx, obj, self, adv)
 		if errors.Is(err, errNameTaken) {
+			if pinned, ok := pinnedBy(obj, r.Name); ok {
+				changed := identityError{object: obj.Name, endpoint: r.Endpoint, pinned: pinned, answered: self.ID}
+				r.warnIdentity(ctx, obj, changed)
+				return changed
+			}
 			// Another live member has the name; the leader gives this one an object of its own.
-			obj, err = r.adopt(ctx, self, err)
+			obj, err = r.adopt(ctx, self, adv, err)
 		}
 	} else {
-		err = r.refresh(ctx, obj, self)
+		err = r.refresh(ctx, obj, self, adv)
 	}
 	if err != nil {
 		return err
 	}
-	r.last = registration{object: obj.Name, id: self.ID}
+	r.accept(obj.Name, view)
 	return nil
+}
+
+// pinnedBy returns the member ID obj pins this node to across agent restarts: the object named by
+// --name was registered by this node's agent (the leader did not discover it), so the member it
+// records is this node's for as long as it is in etcd. Without --name the object's name comes
+// from whichever member answers, and pins nothing.
+func pinnedBy(obj *v1alpha1.EtcdMember, name string) (uint64, bool) {
+	if name == "" || obj.Labels[v1alpha1.LabelDiscovered] == "true" {
+		return 0, false
+	}
+	id, err := etcd.ParseID(obj.Status.MemberID)
+	return id, err == nil
+}
+
+// accept pins the member this sync registered, and keeps the other members' client URLs, where
+// its removal can be confirmed once the local etcd is gone.
+func (r *Registrar) accept(object string, view localView) {
+	others := make([]etcd.Member, 0, len(view.members))
+	for _, m := range view.members {
+		if m.ID != view.self.ID {
+			others = append(others, m)
+		}
+	}
+	r.local.Store(view.self.ID)
+	r.last = registration{object: object, id: view.self.ID, clusterID: view.clusterID, others: others}
+	r.identityWarned = ""
+}
+
+// warnIdentity writes the LocalMemberChanged Warning about obj, or about e.object when obj is nil,
+// once per distinct mismatch.
+func (r *Registrar) warnIdentity(ctx context.Context, obj *v1alpha1.EtcdMember, e identityError) {
+	note := e.note()
+	if note == r.identityWarned {
+		return
+	}
+	if obj == nil {
+		obj = &v1alpha1.EtcdMember{}
+		if err := r.get(ctx, e.object, obj); err != nil {
+			logf.FromContext(ctx).Error(err, "Reading the object to warn about a changed local member failed; warning at the next sync", "object", e.object)
+			return
+		}
+	}
+	r.Events.Warning(ctx, obj, ReasonLocalMemberChanged, "Register", note)
+	r.identityWarned = note
 }
 
 // beingDeleted tells whether obj is on its way out. The registrar then leaves it alone: whoever
@@ -150,23 +260,27 @@ func beingDeleted(ctx context.Context, obj *v1alpha1.EtcdMember) bool {
 	return true
 }
 
-// localMember asks the local endpoint which member it is, then finds it in the member list.
-func (r *Registrar) localMember(ctx context.Context) (etcd.Member, error) {
+// localMember asks the local endpoint which member it is, then finds it in the member list. An
+// answer as another member than the one pinned is an identityError while the pinned one is still
+// in etcd.
+func (r *Registrar) localMember(ctx context.Context) (localView, error) {
 	st, err := r.Etcd.Status(ctx, r.Endpoint)
 	if err != nil {
-		return etcd.Member{}, err
+		return localView{}, err
 	}
-	members, err := r.Etcd.MemberList(ctx)
+	members, header, err := r.Etcd.MemberListHeader(ctx)
 	if err != nil {
-		return etcd.Member{}, err
+		return localView{}, err
+	}
+	if pinned := r.local.Load(); !identityHolds(pinned, st.MemberID, members) {
+		return localView{}, identityError{object: r.last.object, endpoint: r.Endpoint, pinned: pinned, answered: st.MemberID}
 	}
 	for _, m := range members {
 		if m.ID == st.MemberID {
-			r.local.Store(m.ID)
-			return m, nil
+			return localView{self: m, members: members, clusterID: header.ClusterID}, nil
 		}
 	}
-	return etcd.Member{}, notMemberError{id: st.MemberID}
+	return localView{}, notMemberError{id: st.MemberID}
 }
 
 func (r *Registrar) get(ctx context.Context, name string, obj *v1alpha1.EtcdMember) error {
@@ -211,7 +325,7 @@ func (r *Registrar) findByMemberID(ctx context.Context, id uint64) (*v1alpha1.Et
 
 // adopt refreshes the object the leader discovered for the local member when its own name is
 // taken by another live member, or returns why it cannot yet.
-func (r *Registrar) adopt(ctx context.Context, self etcd.Member, nameTaken error) (*v1alpha1.EtcdMember, error) {
+func (r *Registrar) adopt(ctx context.Context, self etcd.Member, adv advertisement, nameTaken error) (*v1alpha1.EtcdMember, error) {
 	own, err := r.findByMemberID(ctx, self.ID)
 	switch {
 	case err != nil:
@@ -221,7 +335,7 @@ func (r *Registrar) adopt(ctx context.Context, self etcd.Member, nameTaken error
 	case beingDeleted(ctx, own):
 		return own, nil
 	}
-	return own, r.refresh(ctx, own, self)
+	return own, r.refresh(ctx, own, self, adv)
 }
 
 func (r *Registrar) create(ctx context.Context, objName string, self etcd.Member) (*v1alpha1.EtcdMember, error) {
@@ -241,9 +355,9 @@ func (r *Registrar) create(ctx context.Context, objName string, self etcd.Member
 // The leader writes the same status (every new object gets its first reconcile at once), so a
 // conflict is met by reading the object again and re-applying, which also sees a removal the
 // leader recorded meanwhile.
-func (r *Registrar) refresh(ctx context.Context, obj *v1alpha1.EtcdMember, self etcd.Member) error {
+func (r *Registrar) refresh(ctx context.Context, obj *v1alpha1.EtcdMember, self etcd.Member, adv advertisement) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		err := r.refreshOnce(ctx, obj, self)
+		err := r.refreshOnce(ctx, obj, self, adv)
 		if apierrors.IsConflict(err) {
 			if getErr := r.get(ctx, obj.Name, obj); getErr != nil {
 				return errors.Join(err, getErr)
@@ -253,7 +367,7 @@ func (r *Registrar) refresh(ctx context.Context, obj *v1alpha1.EtcdMember, self 
 	})
 }
 
-func (r *Registrar) refreshOnce(ctx context.Context, obj *v1alpha1.EtcdMember, self etcd.Member) error {
+func (r *Registrar) refreshOnce(ctx context.Context, obj *v1alpha1.EtcdMember, self etcd.Member, adv advertisement) error {
 	if status.HasReason(obj, v1alpha1.ConditionJoined, v1alpha1.ReasonRemoved) ||
 		status.HasReason(obj, v1alpha1.ConditionJoined, v1alpha1.ReasonEvicted) {
 		// The leader removed this member; etcd here has not noticed yet.
@@ -261,6 +375,7 @@ func (r *Registrar) refreshOnce(ctx context.Context, obj *v1alpha1.EtcdMember, s
 	}
 	before := obj.DeepCopy()
 	status.Observe(obj, self)
+	adv.apply(obj)
 	if equality.Semantic.DeepEqual(before.Status, obj.Status) {
 		return nil
 	}
@@ -271,7 +386,7 @@ func (r *Registrar) refreshOnce(ctx context.Context, obj *v1alpha1.EtcdMember, s
 // member is gone from etcd: the node was wiped and re-added under the same name, so the earlier
 // leave (if any) is complete and is cleared. If the recorded member is still in etcd, two live
 // members share a name and the object stays with the one it has.
-func (r *Registrar) takeOver(ctx context.Context, obj *v1alpha1.EtcdMember, self etcd.Member) error {
+func (r *Registrar) takeOver(ctx context.Context, obj *v1alpha1.EtcdMember, self etcd.Member, adv advertisement) error {
 	members, err := r.Etcd.MemberList(ctx)
 	if err != nil {
 		return err
@@ -294,6 +409,9 @@ func (r *Registrar) takeOver(ctx context.Context, obj *v1alpha1.EtcdMember, self
 	}
 	log.Info("Re-joined under an existing name", "object", obj.Name, "memberID", etcd.IDString(self.ID), "previousMemberID", previous)
 	msg := status.Rejoin(obj, self)
+	// What was verified for the earlier member says nothing about the new one.
+	obj.Status.AdvertisedPeerURLs = nil
+	adv.apply(obj)
 	if err := r.writeStatus(ctx, obj); err != nil {
 		return err
 	}

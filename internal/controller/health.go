@@ -14,8 +14,8 @@ import (
 )
 
 // observeHealth copies the member's latest probe into status.health and the Healthy condition.
-// Raft index and DB size move with every write to etcd, so they are written only together with a
-// change that matters (reachability, leadership, raft term, alarms) or once the recorded probe is
+// Raft index, raft term and DB size move on their own, so they are written only together with a
+// change that matters (reachability, leadership, alarms) or once the recorded probe is
 // older than HealthRefresh: a quiet cluster then costs almost no API writes.
 func (r *LeaveReconciler) observeHealth(m *v1alpha1.EtcdMember, target etcd.Member, probes Probes) {
 	h, ok := probes.Members[target.ID]
@@ -40,10 +40,10 @@ func (r *LeaveReconciler) observeHealth(m *v1alpha1.EtcdMember, target etcd.Memb
 	status.Set(m, v1alpha1.ConditionHealthy, cond, reason, message)
 }
 
-// notable tells whether two probes differ in what an operator acts on.
+// notable tells whether two probes differ in what an operator acts on. A raft term change alone
+// is not: every election moves it, and which member leads is recorded on its own.
 func notable(a, b *v1alpha1.MemberHealth) bool {
-	return a.Reachable != b.Reachable || a.Leader != b.Leader || a.RaftTerm != b.RaftTerm ||
-		!slices.Equal(a.Alarms, b.Alarms)
+	return a.Reachable != b.Reachable || a.Leader != b.Leader || !slices.Equal(a.Alarms, b.Alarms)
 }
 
 // healthCondition judges one probe. An alarm outranks serving: a NOSPACE member answers reads
@@ -60,15 +60,15 @@ func healthCondition(target etcd.Member, h etcd.Health, alarms []string, timeout
 				id, strings.Join(target.ClientURLs, ","), etcd.IDString(h.AnsweredBy), id)
 	case !h.Reachable:
 		return metav1.ConditionFalse, v1alpha1.ReasonUnreachable,
-			fmt.Sprintf("Member %s did not answer on %s within %s: %v. Check that etcd runs on its node and that the leading agent can reach its client URLs.",
-				id, strings.Join(target.ClientURLs, ","), timeout, h.Err)
+			fmt.Sprintf("Member %s did not answer on %s within %s. Check that etcd runs on its node and that the leading agent can reach its client URLs; the probe's error is in the Unreachable Event and the leading agent's log.",
+				id, strings.Join(target.ClientURLs, ","), timeout)
 	case len(alarms) > 0:
 		return metav1.ConditionFalse, v1alpha1.ReasonAlarm,
 			fmt.Sprintf("Alarm %s active for member %s. NOSPACE: the backend quota is exhausted and etcd refuses writes; compact and defragment, then run etcdctl alarm disarm. CORRUPT: the member's data disagrees with the others'; replace the member.",
 				strings.Join(alarms, ","), id)
 	case !h.Serving:
 		return metav1.ConditionFalse, v1alpha1.ReasonNotServing,
-			fmt.Sprintf("Member %s answered but could not serve a linearizable read: %v. It has no leader, or its leader lost quorum; check the other members.", id, h.Err)
+			fmt.Sprintf("Member %s answered but could not serve a linearizable read. It has no leader, or its leader lost quorum; check the other members. The probe's error is in the NotServing Event and the leading agent's log.", id)
 	case target.IsLearner:
 		return metav1.ConditionTrue, v1alpha1.ReasonServing,
 			fmt.Sprintf("Learner %s answers on its client URLs (learners serve no linearizable reads).", id)

@@ -70,7 +70,7 @@ func TestObserveHealthWritesOnlyWhatMatters(t *testing.T) {
 		{"index moved, nothing else: kept", probe(t0.Add(5*time.Second), 180, 1, 3), 100},
 		{"became leader: written", probe(t0.Add(10*time.Second), 190, 2, 3), 190},
 		{"index moved again: kept", probe(t0.Add(15*time.Second), 250, 2, 3), 190},
-		{"new term: written", probe(t0.Add(20*time.Second), 260, 2, 4), 260},
+		{"new term alone: kept", probe(t0.Add(20*time.Second), 260, 2, 4), 190},
 		{"alarm: written", probe(t0.Add(25*time.Second), 270, 2, 4, "NOSPACE"), 270},
 		{"refresh interval passed: written", probe(t0.Add(90*time.Second), 300, 2, 4, "NOSPACE"), 300},
 	}

@@ -25,55 +25,73 @@ const (
 )
 
 // learner moves a learner towards voting: it promotes it once etcd considers it in sync and the
-// larger quorum is safe, and evicts it once it has been a learner longer than
-// LearnerStallTimeout, so that it no longer blocks the next join (etcd allows one learner). The
-// clock starts when the Promoted condition first turns False, which survives a change of leader.
+// larger quorum is safe, and evicts it once it has made no progress for LearnerStallTimeout, so
+// that it no longer blocks the next join (etcd allows one learner). A big learner that is still
+// replicating is never evicted for the time that takes; see timers.stalledFor.
 func (r *LeaveReconciler) learner(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, probes Probes, probed bool) (ctrl.Result, error) {
 	if c := status.Get(m, v1alpha1.ConditionPromoted); c == nil || c.Status != metav1.ConditionFalse || c.Reason == v1alpha1.ReasonStalled {
-		// A fresh condition gets its lastTransitionTime now: the learner's clock starts. Stalled
-		// belongs to an earlier member the object recorded.
+		// Stalled belongs to an earlier member the object recorded.
 		status.Remove(m, v1alpha1.ConditionPromoted)
 		status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonCatchingUp, "The learner was seen for the first time.")
 	}
-	deadline := status.Get(m, v1alpha1.ConditionPromoted).LastTransitionTime.Add(r.LearnerStallTimeout)
-	if !time.Now().Before(deadline) {
+	h, answered := probes.Members[target.ID]
+	stalled := r.timers.stalledFor(target.ID, h.Status.RaftIndex, probed && answered && h.Reachable, highestVoterIndex(members, probes), r.now())
+	if stalled >= r.LearnerStallTimeout {
 		return r.evict(ctx, m, target)
 	}
-	eviction := fmt.Sprintf("It is removed if it is still a learner at %s (--learner-stall-timeout %s).",
-		deadline.UTC().Format(time.RFC3339), r.LearnerStallTimeout)
-	untilDeadline := ctrl.Result{RequeueAfter: time.Until(deadline)}
+	// No deadline in the messages: it moves with every bit of progress, and each new message
+	// would be a status write and an Event.
+	eviction := fmt.Sprintf("It is removed if it makes no progress for --learner-stall-timeout %s.", r.LearnerStallTimeout)
+	remaining := r.LearnerStallTimeout - stalled
+	untilDeadline := ctrl.Result{RequeueAfter: remaining}
 	if len(target.ClientURLs) == 0 {
 		status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonNotStarted,
 			"The learner has not started: start etcd on its node with the settings `etcdmember join` printed. "+eviction)
 		return untilDeadline, nil
 	}
 	if !probed {
-		return ctrl.Result{RequeueAfter: min(r.RecheckInterval, time.Until(deadline))}, nil
+		return ctrl.Result{RequeueAfter: min(r.RecheckInterval, remaining)}, nil
 	}
 	verdict := quorum.CheckPromotion(quorumVoters(members, probes), probes.Healthy(target.ID), m.Name)
 	if !verdict.Allowed {
 		status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk,
 			fmt.Sprintf("Not promoting: %s. Re-checked every %s; bring the unhealthy members back. %s", verdict.Message, r.RecheckInterval, eviction))
-		return ctrl.Result{RequeueAfter: min(r.RecheckInterval, time.Until(deadline))}, nil
+		return ctrl.Result{RequeueAfter: min(r.RecheckInterval, remaining)}, nil
+	}
+	if err := r.fence(ctx, m, "promoting", anyState); err != nil {
+		return ctrl.Result{}, err
 	}
 	err := r.Etcd.MemberPromote(ctx, target.ID)
 	if errors.Is(err, etcd.ErrLearnerNotReady) {
 		status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonCatchingUp,
 			"The learner is replicating the log; etcd promotes it only once it is close to the leader's, and the leader retries with back-off. "+eviction)
-		return ctrl.Result{RequeueAfter: min(r.nextPromoteWait(m.UID), time.Until(deadline))}, nil
+		return ctrl.Result{RequeueAfter: min(r.nextPromoteWait(m.UID), remaining)}, nil
 	}
 	if err != nil {
 		status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonEtcdError,
-			fmt.Sprintf("etcd did not promote the learner: %v. Retrying with back-off; check the health of the etcd cluster. %s", err, eviction))
+			"etcd did not promote the learner; the leader retries with back-off. etcd's error is in the EtcdError Event and the leading agent's log; check the health of the etcd cluster. "+eviction)
 		return ctrl.Result{}, err
 	}
 	logf.FromContext(ctx).Info("Promoted learner to voter", "memberID", m.Status.MemberID)
 	delete(r.promoteBackoff, m.UID)
+	r.timers.forget(target.ID)
 	metrics.LearnerPromotions.Inc()
 	m.Status.IsLearner = false
 	status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionTrue, v1alpha1.ReasonPromoted,
 		fmt.Sprintf("Learner %s caught up and was promoted to voter.", m.Status.MemberID))
 	return ctrl.Result{}, nil
+}
+
+// highestVoterIndex is the highest raft index a voter answered with in the latest probes: what a
+// learner has to catch up with.
+func highestVoterIndex(members []etcd.Member, probes Probes) uint64 {
+	var lead uint64
+	for _, mem := range members {
+		if h, ok := probes.Members[mem.ID]; ok && !mem.IsLearner && h.Reachable {
+			lead = max(lead, h.Status.RaftIndex)
+		}
+	}
+	return lead
 }
 
 // nextPromoteWait doubles the wait after each refusal, within bounds.
@@ -89,17 +107,21 @@ func (r *LeaveReconciler) nextPromoteWait(uid types.UID) time.Duration {
 // evict removes a learner that stalled. A learner has no vote, so its removal needs no guard.
 func (r *LeaveReconciler) evict(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member) (ctrl.Result, error) {
 	status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonEvicting,
-		fmt.Sprintf("Removing learner %s: it has not caught up within --learner-stall-timeout %s.", m.Status.MemberID, r.LearnerStallTimeout))
+		fmt.Sprintf("Removing learner %s: it made no progress for --learner-stall-timeout %s.", m.Status.MemberID, r.LearnerStallTimeout))
 	// The intent, written first: a leader that stops after the removal leaves the next one
 	// Evicting to go by.
 	if err := r.Client.Status().Update(ctx, m); err != nil {
 		return ctrl.Result{}, fmt.Errorf("recording intent to evict %s: %w", m.Name, err)
 	}
 	logf.FromContext(ctx).Info("Evicting stalled learner", "memberID", m.Status.MemberID, "peerURLs", target.PeerURLs)
-	if err := r.removeMember(ctx, target); err != nil {
+	evicting := func(fresh *v1alpha1.EtcdMember) bool {
+		return status.HasReason(fresh, v1alpha1.ConditionPromoted, v1alpha1.ReasonEvicting)
+	}
+	if err := r.removeMember(ctx, m, target, "evicting", evicting); err != nil {
 		return ctrl.Result{}, fmt.Errorf("evicting stalled learner %s: %w", m.Status.MemberID, err)
 	}
 	delete(r.promoteBackoff, m.UID)
+	r.timers.forget(target.ID)
 	metrics.LearnerEvictions.Inc()
 	evicted(m)
 	forgetHealth(m)

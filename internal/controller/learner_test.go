@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
@@ -86,37 +87,52 @@ func TestLearnerNotStartedWaitsForItsDeadline(t *testing.T) {
 }
 
 // TestUnreachablePolicyHoldsBack: the dead-member policy does not act before the member has been
-// unreachable long enough, below the voter floor, or when the guard would refuse. None of these
-// paths writes, so the reconciler has no client.
+// unreachable long enough on the leader's clock, below the voter floor, or when the guard would
+// refuse. None of these paths writes, so the reconciler has no client.
 func TestUnreachablePolicyHoldsBack(t *testing.T) {
 	members := []etcd.Member{{ID: 1}, {ID: 2}, {ID: 3}, {ID: 4}}
 	probes := probesOf(map[uint64]bool{1: true, 2: true, 3: true})
-	unreachableSince := func(ago time.Duration) *v1alpha1.EtcdMember {
+	// The condition says False since an hour; only the leader's own clock counts.
+	unreachable := func() *v1alpha1.EtcdMember {
 		m := member(false, cond(v1alpha1.ConditionHealthy, metav1.ConditionFalse, v1alpha1.ReasonUnreachable))
-		status.Get(m, v1alpha1.ConditionHealthy).LastTransitionTime = metav1.NewTime(time.Now().Add(-ago))
+		status.Get(m, v1alpha1.ConditionHealthy).LastTransitionTime = metav1.NewTime(time.Now().Add(-time.Hour))
 		return m
 	}
-	r := &LeaveReconciler{RemoveUnreachableAfter: time.Minute, MinVoters: 3}
-
-	res, err := r.removeIfUnreachable(context.Background(), unreachableSince(10*time.Second), members[3], members, probes, true)
-	if err != nil || res.RequeueAfter < 49*time.Second || res.RequeueAfter > 50*time.Second {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	r := &LeaveReconciler{RemoveUnreachableAfter: time.Minute, MinVoters: 3, Clock: clk}
+	res, err := r.removeIfUnreachable(context.Background(), unreachable(), members[3], members, probes, true)
+	if err != nil || res.RequeueAfter != time.Minute {
+		t.Fatalf("first seen unreachable: %+v %v, want a requeue after --remove-unreachable-after", res, err)
+	}
+	clk.SetTime(clk.Now().Add(10 * time.Second))
+	res, err = r.removeIfUnreachable(context.Background(), unreachable(), members[3], members, probes, true)
+	if err != nil || res.RequeueAfter != 50*time.Second {
 		t.Fatalf("not yet due: %+v %v, want a requeue at the due time", res, err)
 	}
-	floor := &LeaveReconciler{RemoveUnreachableAfter: time.Minute, MinVoters: 4}
-	m := unreachableSince(time.Hour)
-	if _, err := floor.removeIfUnreachable(context.Background(), m, members[3], members, probes, true); err != nil || m.Spec.Leave {
-		t.Fatalf("below --min-voters: leave=%v err=%v", m.Spec.Leave, err)
+
+	// Past due: each of these holds back for its own reason.
+	due := func(r *LeaveReconciler, probes Probes) *v1alpha1.EtcdMember {
+		clk := clocktesting.NewFakePassiveClock(time.Now())
+		r.Clock = clk
+		m := unreachable()
+		if _, err := r.removeIfUnreachable(context.Background(), m, members[3], members, probes, true); err != nil {
+			t.Fatal(err)
+		}
+		clk.SetTime(clk.Now().Add(time.Hour))
+		if _, err := r.removeIfUnreachable(context.Background(), m, members[3], members, probes, true); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if m := due(&LeaveReconciler{RemoveUnreachableAfter: time.Minute, MinVoters: 4}, probes); m.Spec.Leave {
+		t.Fatal("asked to leave below --min-voters")
 	}
 	// Only member 1 answers: the three that would remain have one healthy voter, short of 2.
-	oneUp := probesOf(map[uint64]bool{1: true})
-	m = unreachableSince(time.Hour)
-	if _, err := r.removeIfUnreachable(context.Background(), m, members[3], members, oneUp, true); err != nil || m.Spec.Leave {
-		t.Fatalf("the quorum guard would refuse: leave=%v err=%v", m.Spec.Leave, err)
+	if m := due(&LeaveReconciler{RemoveUnreachableAfter: time.Minute, MinVoters: 3}, probesOf(map[uint64]bool{1: true})); m.Spec.Leave {
+		t.Fatal("asked to leave although the quorum guard would refuse")
 	}
-	off := &LeaveReconciler{MinVoters: 3}
-	m = unreachableSince(time.Hour)
-	if _, err := off.removeIfUnreachable(context.Background(), m, members[3], members, probes, true); err != nil || m.Spec.Leave {
-		t.Fatalf("policy off: leave=%v err=%v", m.Spec.Leave, err)
+	if m := due(&LeaveReconciler{MinVoters: 3}, probes); m.Spec.Leave {
+		t.Fatal("asked to leave with the policy off")
 	}
 }
 
@@ -128,9 +144,14 @@ func TestUnreachablePolicyRespectsCancel(t *testing.T) {
 	m := member(false, cond(v1alpha1.ConditionHealthy, metav1.ConditionFalse, v1alpha1.ReasonUnreachable))
 	since := time.Now().Add(-time.Hour).Truncate(time.Second)
 	status.Get(m, v1alpha1.ConditionHealthy).LastTransitionTime = metav1.NewTime(since)
-	r := &LeaveReconciler{RemoveUnreachableAfter: time.Minute, MinVoters: 3}
+	clk := clocktesting.NewFakePassiveClock(time.Now())
+	r := &LeaveReconciler{RemoveUnreachableAfter: time.Minute, MinVoters: 3, Clock: clk}
 	m.Annotations = map[string]string{v1alpha1.AnnotationLeaveReason: fmt.Sprintf(
-		"unreachable since %s, longer than --remove-unreachable-after %s", since.UTC().Format(time.RFC3339), time.Minute)}
+		"unhealthy since %s and unreachable for longer than --remove-unreachable-after %s", since.UTC().Format(time.RFC3339), time.Minute)}
+	if _, err := r.removeIfUnreachable(context.Background(), m, members[3], members, probes, true); err != nil || m.Spec.Leave {
+		t.Fatalf("first sighting: leave=%v err=%v", m.Spec.Leave, err)
+	}
+	clk.SetTime(clk.Now().Add(time.Hour))
 	if _, err := r.removeIfUnreachable(context.Background(), m, members[3], members, probes, true); err != nil || m.Spec.Leave {
 		t.Fatalf("cancelled request asked again: leave=%v err=%v", m.Spec.Leave, err)
 	}

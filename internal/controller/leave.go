@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -73,6 +74,12 @@ type LeaveReconciler struct {
 	// Healthy and Removable conditions, status.health, promotion and the unreachable policy.
 	Probes func() (Probes, bool)
 
+	// APIReader reads around the cache: fence re-reads the object there right before a change.
+	APIReader client.Reader
+	// TermHeld fails once this agent's leadership term no longer holds; nil without leader
+	// election. fence calls it right before every membership change.
+	TermHeld func(context.Context) error
+
 	// ChangeLock is held for a whole reconcile and shared by every leadership term of an agent, so a
 	// term that ends mid-change can never overlap a new term's first change.
 	ChangeLock *sync.Mutex
@@ -90,6 +97,15 @@ type LeaveReconciler struct {
 	RemoveUnreachableAfter time.Duration
 	MinVoters              int
 
+	// Clock times the unreachable and learner-stall policies; nil is the real clock.
+	Clock clock.PassiveClock
+
+	// timers hold this term's view of how long each member has been unreachable or stalled.
+	timers timers
+	// peerNotices dedupes the Warnings of peer-URL updates; lastPeerUpdate is when this term last
+	// made one.
+	peerNotices    notices
+	lastPeerUpdate time.Time
 	// leaveSeen records when this term first saw each pending leave, for LeaveDuration.
 	leaveSeen map[types.UID]time.Time
 	// promoteBackoff is the next wait after etcd refused to promote each learner as not ready.
@@ -137,11 +153,18 @@ func (r *LeaveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		}
 	}
 	result, actErr := r.reconcile(ctx, m, members, head)
+	if errors.Is(actErr, ErrFenced) {
+		// Whatever this reconcile computed was decided under a term or on an object that no longer
+		// holds; the leader of the moment, or the next look at the object, writes status.
+		logf.FromContext(ctx).Info("Membership change given up", "reason", actErr.Error())
+		metrics.FencedChanges.Inc()
+		return ctrl.Result{RequeueAfter: r.RecheckInterval}, nil
+	}
 	if !equality.Semantic.DeepEqual(before.Status, m.Status) {
 		if err := onServerError(func() error { return r.Client.Status().Update(ctx, m) }); err != nil {
 			return ctrl.Result{}, errors.Join(actErr, fmt.Errorf("writing status of %s: %w", m.Name, err))
 		}
-		r.recordTransition(ctx, before, m)
+		r.recordTransition(ctx, before, m, actErr)
 	}
 	if err := r.syncFinalizer(ctx, m); err != nil {
 		return ctrl.Result{}, errors.Join(actErr, err)
@@ -210,6 +233,7 @@ func (r *LeaveReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember,
 		}
 		markGone(m, ours)
 		forgetHealth(m)
+		r.timers.forget(id)
 		return ctrl.Result{}, nil
 	}
 	status.Observe(m, target)
@@ -237,11 +261,26 @@ func (r *LeaveReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember,
 	// A cancelled request leaves nothing to report.
 	status.Remove(m, v1alpha1.ConditionLeft)
 	delete(r.leaveSeen, m.UID)
-	if target.IsLearner {
-		return r.learner(ctx, m, target, members, probes, probed)
+	updated, recheck, err := r.updatePeerURLs(ctx, m, target, members, probes, probed)
+	if updated || err != nil {
+		return recheck, err
 	}
-	votedElsewhere(m)
-	return r.removeIfUnreachable(ctx, m, target, members, probes, probed)
+	var result ctrl.Result
+	if target.IsLearner {
+		result, err = r.learner(ctx, m, target, members, probes, probed)
+	} else {
+		votedElsewhere(m)
+		result, err = r.removeIfUnreachable(ctx, m, target, members, probes, probed)
+	}
+	return soonest(result, recheck), err
+}
+
+// soonest merges two results: the earlier requeue wins.
+func soonest(a, b ctrl.Result) ctrl.Result {
+	if a.RequeueAfter == 0 || (b.RequeueAfter > 0 && b.RequeueAfter < a.RequeueAfter) {
+		a.RequeueAfter = b.RequeueAfter
+	}
+	return a
 }
 
 // removalIntended tells whether a leader decided to remove member id before this reconcile: the
@@ -317,9 +356,12 @@ func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, tar
 		return ctrl.Result{}, err
 	}
 	log.Info("Removing member from etcd", "peerURLs", target.PeerURLs)
-	if err := r.removeMember(ctx, target); err != nil {
+	if err := r.removeMember(ctx, m, target, "removing", stillLeaving); err != nil {
+		if errors.Is(err, ErrFenced) {
+			return ctrl.Result{}, err
+		}
 		status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonEtcdError,
-			fmt.Sprintf("etcd did not remove member %s: %v. Retrying with back-off; check the health of the etcd cluster.", m.Status.MemberID, err))
+			fmt.Sprintf("etcd did not remove member %s; the leader retries with back-off. etcd's error is in the EtcdError Event and the leading agent's log; check the health of the etcd cluster.", m.Status.MemberID))
 		return ctrl.Result{}, err
 	}
 	removed(m)
@@ -328,9 +370,12 @@ func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, tar
 	return ctrl.Result{}, nil
 }
 
-// removeMember removes the member from etcd; one already gone counts as removed.
-func (r *LeaveReconciler) removeMember(ctx context.Context, target etcd.Member) error {
+// removeMember removes the member from etcd once fence agrees; one already gone counts as removed.
+func (r *LeaveReconciler) removeMember(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, change string, wanted func(*v1alpha1.EtcdMember) bool) error {
 	failpoint.Hit(failpoint.LeaveBeforeRemove)
+	if err := r.fence(ctx, m, change, wanted); err != nil {
+		return err
+	}
 	if err := r.Etcd.MemberRemove(ctx, target.ID); err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
 		return err
 	}
@@ -354,6 +399,14 @@ func (r *LeaveReconciler) handOver(ctx context.Context, m *v1alpha1.EtcdMember, 
 		// status write and a Warning Event.
 		"No other etcdmember agent took over leadership, and the agent on this member's node cannot remove its own member. Start the agent on another etcd node (the hand-over is retried with back-off), or remove the member with etcdctl.")
 	return ctrl.Result{RequeueAfter: r.HandOverRetry}
+}
+
+// now reads the reconciler's clock.
+func (r *LeaveReconciler) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
 }
 
 func find(members []etcd.Member, id uint64) (etcd.Member, bool) {

@@ -189,8 +189,8 @@ func (w *MembershipWatcher) poll(ctx context.Context, state *pollState, probeDue
 }
 
 // probe probes every member in parallel and reads the alarms, and tells whether anything an
-// operator acts on changed: reachability, serving, leadership, learner state, raft term, alarms.
-// Raft index and DB size move with every write and do not count.
+// operator acts on changed: reachability, serving, leadership, learner state, alarms. Raft index
+// and DB size move with every write, the raft term with every election, and do not count.
 func (w *MembershipWatcher) probe(ctx context.Context, members []etcd.Member) bool {
 	next := Probes{Members: make(map[uint64]etcd.Health, len(members)), List: members}
 	var (
@@ -232,8 +232,8 @@ func summarize(p Probes) string {
 	var b strings.Builder
 	for _, id := range ids {
 		h := p.Members[id]
-		fmt.Fprintf(&b, "%x:%t,%t,%t,%t,%d,%v;", id, h.Reachable, h.Serving, h.Status.Leader == id,
-			h.Status.IsLearner, h.Status.RaftTerm, p.Alarms[id])
+		fmt.Fprintf(&b, "%x:%t,%t,%t,%t,%x,%v;", id, h.Reachable, h.Serving, h.Status.Leader == id,
+			h.Status.IsLearner, h.AnsweredBy, p.Alarms[id])
 	}
 	return b.String()
 }

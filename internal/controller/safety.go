@@ -48,7 +48,7 @@ func (r *LeaveReconciler) guard(ctx context.Context, m *v1alpha1.EtcdMember, tar
 			fmt.Sprintf("Removing member %s without the quorum guard (annotation %s; the guard says: %s). etcd's own reconfiguration check still applies.",
 				m.Status.MemberID, v1alpha1.AnnotationForceLeave, verdict.Message))
 	}
-	r.moveLeaderAway(ctx, target, voters)
+	r.moveLeaderAway(ctx, m, target, voters)
 	return true
 }
 
@@ -149,7 +149,7 @@ func checkRemoval(voters []voter, target etcd.Member, name string) quorum.Verdic
 // moveLeaderAway hands etcd leadership to a healthy voter when the target leads, so its removal
 // costs no election. It is best effort: if the move fails, etcd still elects a new leader after
 // the removal, which costs a short write pause but no safety.
-func (r *LeaveReconciler) moveLeaderAway(ctx context.Context, target etcd.Member, voters []voter) {
+func (r *LeaveReconciler) moveLeaderAway(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, voters []voter) {
 	log := logf.FromContext(ctx)
 	// The voters just probed say whom they follow; asking the target itself would cost a round
 	// trip before every removal.
@@ -166,6 +166,11 @@ func (r *LeaveReconciler) moveLeaderAway(ctx context.Context, target etcd.Member
 	for _, v := range voters {
 		if v.ID == target.ID || !v.Healthy {
 			continue
+		}
+		if err := r.fence(ctx, m, "moving etcd leadership away from", stillLeaving); err != nil {
+			// The removal's own fence gives the change up too.
+			log.Info("Not moving etcd leadership", "reason", err.Error())
+			return
 		}
 		log.Info("Moving etcd leadership away from the leaving member", "to", v.Name)
 		if err := r.Pool.MoveLeader(ctx, target, v.ID); err != nil {

@@ -6,13 +6,22 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 	"github.com/etcdmember/kubectl-etcdmember/internal/metrics"
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
 // recordTransition writes an Event when a condition changed its verdict, so each state is
-// announced once however often it is re-checked.
-func (r *LeaveReconciler) recordTransition(ctx context.Context, before, after *v1alpha1.EtcdMember) {
+// announced once however often it is re-checked. Conditions carry stable messages; the error
+// behind a failure (actErr, or the latest probe's) varies from one attempt to the next, so it goes
+// into the Event that announces the failure, and into the log, never into the condition.
+func (r *LeaveReconciler) recordTransition(ctx context.Context, before, after *v1alpha1.EtcdMember, actErr error) {
+	withErr := func(c *metav1.Condition) string {
+		if c.Reason == v1alpha1.ReasonEtcdError && actErr != nil {
+			return c.Message + " etcd said: " + actErr.Error()
+		}
+		return c.Message
+	}
 	if c := changed(before, after, v1alpha1.ConditionLeft); c != nil {
 		if outcome := leaveOutcome(c.Reason); outcome != "" {
 			metrics.LeaveRequests.WithLabelValues(outcome).Inc()
@@ -23,7 +32,7 @@ func (r *LeaveReconciler) recordTransition(ctx context.Context, before, after *v
 		case c.Reason == v1alpha1.ReasonHandingOver:
 			r.Events.Normal(ctx, after, c.Reason, "Leave", c.Message)
 		default:
-			r.Events.Warning(ctx, after, c.Reason, "Leave", c.Message)
+			r.Events.Warning(ctx, after, c.Reason, "Leave", withErr(c))
 		}
 	}
 	if c := changed(before, after, v1alpha1.ConditionJoined); c != nil && (c.Reason == v1alpha1.ReasonNotFound || c.Reason == v1alpha1.ReasonEvicted) {
@@ -34,7 +43,7 @@ func (r *LeaveReconciler) recordTransition(ctx context.Context, before, after *v
 		case v1alpha1.ReasonPromoted, v1alpha1.ReasonCatchingUp, v1alpha1.ReasonNotStarted, v1alpha1.ReasonEvicting:
 			r.Events.Normal(ctx, after, c.Reason, "Promote", c.Message)
 		case v1alpha1.ReasonQuorumAtRisk, v1alpha1.ReasonEtcdError:
-			r.Events.Warning(ctx, after, c.Reason, "Promote", c.Message)
+			r.Events.Warning(ctx, after, c.Reason, "Promote", withErr(c))
 		}
 	}
 	// Health is announced when its verdict changes, not when only the error text does, and not at
@@ -44,9 +53,22 @@ func (r *LeaveReconciler) recordTransition(ctx context.Context, before, after *v
 		if a.Status == metav1.ConditionTrue {
 			r.Events.Normal(ctx, after, a.Reason, "Probe", a.Message)
 		} else {
-			r.Events.Warning(ctx, after, a.Reason, "Probe", a.Message)
+			r.Events.Warning(ctx, after, a.Reason, "Probe", a.Message+r.probeError(after))
 		}
 	}
+}
+
+// probeError is the error of the member's latest probe, as a sentence to append, or "".
+func (r *LeaveReconciler) probeError(m *v1alpha1.EtcdMember) string {
+	id, err := etcd.ParseID(m.Status.MemberID)
+	if err != nil {
+		return ""
+	}
+	probes, ok := r.Probes()
+	if h := probes.Members[id]; ok && h.Err != nil {
+		return " The probe said: " + h.Err.Error()
+	}
+	return ""
 }
 
 // changed returns the condition of that type in after when it differs from before in status,

@@ -26,11 +26,12 @@ func (r *LeaveReconciler) removeIfUnreachable(ctx context.Context, m *v1alpha1.E
 		return ctrl.Result{}, nil
 	}
 	c := status.Get(m, v1alpha1.ConditionHealthy)
-	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonUnreachable {
+	unreachable := c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonUnreachable
+	down := r.timers.unreachableFor(target.ID, unreachable, r.now())
+	if !unreachable {
 		return ctrl.Result{}, nil
 	}
-	// lastTransitionTime is when the member stopped being healthy, kept across leaders.
-	if wait := time.Until(c.LastTransitionTime.Add(r.RemoveUnreachableAfter)); wait > 0 {
+	if wait := r.RemoveUnreachableAfter - down; wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	log := logf.FromContext(ctx).WithValues("memberID", m.Status.MemberID)
@@ -43,8 +44,10 @@ func (r *LeaveReconciler) removeIfUnreachable(ctx context.Context, m *v1alpha1.E
 		log.V(1).Info("Not asking an unreachable member to leave: the quorum guard would refuse", "verdict", verdict.Message)
 		return ctrl.Result{}, nil
 	}
+	// The outage is named by when the member stopped being healthy, which every leader reads
+	// alike; the time it has been unreachable is this leader's own measure.
 	since := c.LastTransitionTime.UTC().Format(time.RFC3339)
-	why := fmt.Sprintf("unreachable since %s, longer than --remove-unreachable-after %s", since, r.RemoveUnreachableAfter)
+	why := fmt.Sprintf("unhealthy since %s and unreachable for longer than --remove-unreachable-after %s", since, r.RemoveUnreachableAfter)
 	if m.Annotations[v1alpha1.AnnotationLeaveReason] == why {
 		// Already asked for this outage, and spec.leave is false again: an operator cancelled.
 		// The next outage starts a new lastTransitionTime and is judged afresh.
@@ -53,7 +56,7 @@ func (r *LeaveReconciler) removeIfUnreachable(ctx context.Context, m *v1alpha1.E
 	if err := r.requestLeave(ctx, m, why); err != nil {
 		return ctrl.Result{}, err
 	}
-	log.Info("Asked an unreachable member to leave", "since", since)
+	log.Info("Asked an unreachable member to leave", "unhealthySince", since, "unreachableFor", down.Round(time.Second))
 	metrics.UnreachableLeaves.Inc()
 	r.Events.Warning(ctx, m, v1alpha1.ReasonUnreachableMember, "Leave",
 		fmt.Sprintf("Member %s has been %s; asking it to leave. The quorum guard still applies; set spec.leave to false to cancel.", m.Status.MemberID, why))

@@ -57,6 +57,13 @@ var (
 		Help: "Leave requests the controller set itself for voters unreachable longer than --remove-unreachable-after.",
 	})
 
+	// FencedChanges counts membership changes a leader gave up right before making them, because
+	// its term no longer held or the object no longer asked for the change.
+	FencedChanges = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "etcdmember_fenced_changes_total",
+		Help: "Membership changes given up at the last moment: the leader's term had ended or the object no longer asked for them.",
+	})
+
 	// MemberLearner is 1 for a learner, 0 for a voter.
 	MemberLearner = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "etcdmember_member_learner",
@@ -92,6 +99,6 @@ var (
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(EtcdMembers, Objects, MemberHealthy, MemberLearner,
-		MemberAlarm, MemberDBSize, LearnerPromotions, LearnerEvictions, UnreachableLeaves,
+		MemberAlarm, MemberDBSize, LearnerPromotions, LearnerEvictions, UnreachableLeaves, FencedChanges,
 		LeaveRequests, LeaveDuration, GuardRefusals, EtcdErrors)
 }

@@ -1,10 +1,11 @@
 //go:build bench
 
 // Package bench measures etcdmember on the real test bed of test/framework: leave latency
-// against etcd's own MemberRemove, leader failover, what a quiet cluster costs, a full resync of
-// many objects, and the plugin's list against kubectl get. `make bench` runs it, prints one table and writes docs/BENCHMARKS.md.
+// against etcd's own MemberRemove, leader failover, what a quiet cluster costs, what a member
+// down for 10 minutes costs in status writes and Events, a full resync of many objects, and the
+// plugin's list against kubectl get. `make bench` runs it, prints one table and writes docs/BENCHMARKS.md.
 //
-// The build tag keeps it out of `make test`: it takes about a quarter of an hour and checks
+// The build tag keeps it out of `make test`: it takes about half an hour and checks
 // nothing but that the test bed works; the figures are for people to judge.
 package bench
 
@@ -21,7 +22,8 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/internal/agent"
 )
 
-// What one run measures, sized to keep `make bench` near a quarter of an hour on 2 cores: each
+// What one run measures, sized to keep `make bench` near a quarter of an hour on 2 cores besides
+// the outage's fixed outageWindow (10 minutes): each
 // leave or MemberRemove cycle costs about 8s, nearly all of it the re-join (a member that joins
 // by snapshot often publishes itself only after its first attempt times out, 7s).
 const (
@@ -90,7 +92,7 @@ func TestMain(m *testing.M) {
 // TestBench runs every measurement, each on a test bed of its own, prints the results and, when
 // every section ran, writes docs/BENCHMARKS.md. `-run TestBench/<section>` runs one section
 // and leaves the file alone; the production section has parts of its own (quiet, failover,
-// stall), so `-run TestBench/production/failover` runs its failovers alone.
+// stall, detection, outage), so `-run TestBench/production/failover` runs its failovers alone.
 func TestBench(t *testing.T) {
 	rep := newReport(t)
 	sections := []struct {

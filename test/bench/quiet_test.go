@@ -15,8 +15,8 @@ import (
 
 // benchProduction runs agents at their production defaults: a quiet minute first, while the
 // cluster is steady, then failovers, then hand-overs with the other agents frozen, then the
-// detection of killed members. Each is a part
-// that -run can select alone.
+// detection of killed members, then one node down for outageWindow. Each is a part that -run can
+// select alone.
 func benchProduction(t *testing.T, r *results) {
 	e := newEnv(t, 3, productionTimings...)
 	e.part(t, "quiet", func() { r.quiet = e.measureQuiet() })
@@ -25,6 +25,7 @@ func benchProduction(t *testing.T, r *results) {
 	})
 	e.part(t, "stall", func() { r.stall = e.stalls(stallRuns) })
 	e.part(t, "detection", func() { r.detection = e.detections(detectionRuns) })
+	e.part(t, "outage", func() { r.outage = e.outage(outageWindowFromEnv(e.t)) })
 }
 
 // part runs f as the subtest name of t, with e reporting to that subtest meanwhile: a parent's

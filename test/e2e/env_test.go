@@ -57,11 +57,14 @@ type envConfig struct {
 	// separateStorage puts the apiserver on a one-member etcd of its own, so that the cluster
 	// under test can lose quorum or raise an alarm without taking the API down with it.
 	separateStorage bool
+	// etcdBinary is the etcd under bin/ the cluster under test runs (framework.ClusterConfig's
+	// EtcdBinary); the separate storage always runs the default one.
+	etcdBinary string
 }
 
 func newEnv(t *testing.T, cfg envConfig) *env {
 	t.Helper()
-	c := framework.NewCluster(t, framework.ClusterConfig{Size: cfg.size, TLS: cfg.tls})
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: cfg.size, TLS: cfg.tls, EtcdBinary: cfg.etcdBinary})
 	storage := c
 	if cfg.separateStorage {
 		storage = framework.NewCluster(t, framework.ClusterConfig{Size: 1})

@@ -86,8 +86,8 @@ func TestDeadMemberCanLeave(t *testing.T) {
 }
 
 // TestFailedRemovalReportsEtcdError: with the quorum guard skipped by force, etcd's own check
-// refuses; the condition carries etcd's error and a Warning Event is written, and the removal is
-// retried until it succeeds once the cluster is healthy again.
+// refuses; the condition says so in a stable message, the Warning Event carries etcd's error, and
+// the removal is retried until it succeeds once the cluster is healthy again.
 func TestFailedRemovalReportsEtcdError(t *testing.T) {
 	e := newEnv(t, envConfig{size: 3})
 	others := nonLeaders(e)
@@ -97,10 +97,12 @@ func TestFailedRemovalReportsEtcdError(t *testing.T) {
 	e.leave(target.Name)
 
 	obj := e.waitFor(target.Name, "Left=False/EtcdError", leftReason(v1alpha1.ReasonEtcdError))
-	if msg := condition(obj, v1alpha1.ConditionLeft).Message; !strings.Contains(msg, "unhealthy cluster") {
-		t.Errorf("condition does not carry etcd's error: %q", msg)
+	if msg := condition(obj, v1alpha1.ConditionLeft).Message; strings.Contains(msg, "unhealthy cluster") || !strings.Contains(msg, "EtcdError Event") {
+		t.Errorf("condition message %q: want a stable text pointing to the Event, without etcd's error", msg)
 	}
-	e.waitEvent(target.Name, corev1.EventTypeWarning, v1alpha1.ReasonEtcdError)
+	if ev := e.waitEvent(target.Name, corev1.EventTypeWarning, v1alpha1.ReasonEtcdError); !strings.Contains(ev.Note, "unhealthy cluster") {
+		t.Errorf("EtcdError Event %q does not carry etcd's error", ev.Note)
+	}
 	e.waitEvent(target.Name, corev1.EventTypeWarning, v1alpha1.ReasonForced)
 	if !e.etcdMemberIDs()[target.ID()] {
 		t.Fatalf("member removed although etcd refused")

@@ -35,6 +35,12 @@ type ClusterConfig struct {
 	// TLS serves client and peer URLs over https with mutual TLS on both,
 	// using a CA generated for the cluster.
 	TLS bool
+	// EtcdBinary is the name under bin/ of the etcd every member of the
+	// cluster runs, "etcd" when empty: "etcd-3.5" runs the older minor that
+	// kubeadm up to 1.30 and k3s still ship, "etcd-3.4" one below the floor
+	// the agents lead. Restarted, re-joined and added members run it too,
+	// since a cluster mixing minors is an upgrade, not a test of one version.
+	EtcdBinary string
 }
 
 // Cluster is a set of real etcd processes, each on its own loopback address.
@@ -48,6 +54,8 @@ type Cluster struct {
 	tls    *TLSFiles   // nil without TLS
 	tlsCfg *tls.Config // client side; nil without TLS
 	token  string
+	// etcdBinary is ClusterConfig.EtcdBinary with its default applied.
+	etcdBinary string
 
 	mu      sync.Mutex
 	members []*Member
@@ -60,8 +68,11 @@ func NewCluster(t TB, cfg ClusterConfig) *Cluster {
 	if cfg.Size < 1 || cfg.Size > 7 {
 		t.Fatalf("cluster size %d out of range 1..7", cfg.Size)
 	}
-	bin := Binary(t, "etcd")
-	c := &Cluster{owner: t, dir: t.TempDir(), token: "framework-" + rand.Text()[:8]}
+	if cfg.EtcdBinary == "" {
+		cfg.EtcdBinary = "etcd"
+	}
+	bin := Binary(t, cfg.EtcdBinary)
+	c := &Cluster{owner: t, dir: t.TempDir(), token: "framework-" + rand.Text()[:8], etcdBinary: cfg.EtcdBinary}
 	var err error
 	if c.ca, err = newAuthority(c.dir); err != nil {
 		t.Fatalf("cluster CA: %v", err)
@@ -93,6 +104,13 @@ func NewCluster(t TB, cfg ClusterConfig) *Cluster {
 	}
 	c.waitAgreement(t)
 	return c
+}
+
+// etcd returns the path of the etcd binary the cluster's members run, failing t with the command
+// that builds it when it is missing.
+func (c *Cluster) etcd(t TB) string {
+	t.Helper()
+	return Binary(t, c.etcdBinary)
 }
 
 func (c *Cluster) scheme() string {
@@ -204,7 +222,7 @@ func (c *Cluster) AddMemberAs(t TB, name, etcdName string, learner bool) *Member
 	if c.Member(name) != nil {
 		t.Fatalf("member %s already exists", name)
 	}
-	bin := Binary(t, "etcd")
+	bin := c.etcd(t)
 	m := c.newMember(t, name)
 	m.etcdName = etcdName
 	c.join(t, m, learner)
@@ -220,7 +238,7 @@ func (c *Cluster) AddMemberAs(t TB, name, etcdName string, learner bool) *Member
 // existing cluster. m.ID() then returns the new ID.
 func (c *Cluster) Rejoin(t TB, m *Member, learner bool) {
 	t.Helper()
-	bin := Binary(t, "etcd")
+	bin := c.etcd(t)
 	m.Wipe(t)
 	c.removeRecord(t, m.ID())
 	c.join(t, m, learner)

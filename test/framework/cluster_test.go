@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -224,4 +225,76 @@ func TestRemovedMemberStopsWithoutError(t *testing.T) {
 	if got := memberList(t, c.Member("node-1").Client(t)); len(got) != 1 {
 		t.Errorf("member list after two removals: %q, want node-1 alone", describe(got))
 	}
+}
+
+// TestClusterRunsChosenEtcd: every way a member starts (the first start, a restart, an added
+// learner, a re-join) runs the binary the cluster was configured with, so a test of etcd 3.5
+// cannot quietly run 3.6 on the members it adds later.
+func TestClusterRunsChosenEtcd(t *testing.T) {
+	t.Parallel()
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3, EtcdBinary: "etcd-3.5"})
+	assertVersions(t, c, "3.5.")
+
+	c.Member("node-1").Restart(t)
+	learner := c.AddMember(t, "node-4", true)
+	c.Rejoin(t, c.Member("node-2"), false)
+	assertVersions(t, c, "3.5.")
+	// A learner refuses MemberList, so ask a voter.
+	if rec := find(memberList(t, c.Member("node-1").Client(t)), learner.ID()); rec == nil || !rec.IsLearner {
+		t.Fatalf("node-4 record is %v, want a learner", rec)
+	}
+}
+
+// TestClusterRunsEtcd34: etcd 3.4 lacks a flag every newer member gets; the framework must still
+// start it, for the tests that prove the agents refuse to lead it.
+func TestClusterRunsEtcd34(t *testing.T) {
+	t.Parallel()
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: 1, EtcdBinary: "etcd-3.4"})
+	assertVersions(t, c, "3.4.")
+}
+
+// assertVersions checks that every member says it runs a version starting with prefix.
+func assertVersions(t *testing.T, c *framework.Cluster, prefix string) {
+	t.Helper()
+	for _, m := range c.Members() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, err := m.Client(t).Status(ctx, m.ClientURL())
+		cancel()
+		if err != nil {
+			t.Fatalf("status of %s: %v", m.Name, err)
+		}
+		if !strings.HasPrefix(st.Version, prefix) {
+			t.Errorf("%s runs etcd %s, want %s*", m.Name, st.Version, prefix)
+		}
+	}
+}
+
+// TestClusterMissingEtcdBinaryFailsNamingMakeTestbin: a configured etcd that was never built
+// fails the test with the command that builds it, before anything starts.
+func TestClusterMissingEtcdBinaryFailsNamingMakeTestbin(t *testing.T) {
+	empty := t.TempDir()
+	t.Setenv("ETCDMEMBER_BIN_DIR", empty)
+	rec := &exitingTB{T: t}
+	done := make(chan struct{})
+	// Fatalf ends the goroutine it runs in, as testing.T's does, so NewCluster stops there.
+	go func() {
+		defer close(done)
+		framework.NewCluster(rec, framework.ClusterConfig{Size: 1, EtcdBinary: "etcd-3.5"})
+	}()
+	<-done
+	want := fmt.Sprintf(`bin/etcd-3.5 not found (looked in %s): run "make testbin"`, empty)
+	if len(rec.fatals) != 1 || rec.fatals[0] != want {
+		t.Fatalf("Fatalf calls %q, want exactly %q", rec.fatals, want)
+	}
+}
+
+// exitingTB records Fatalf and then ends the calling goroutine, like testing.T.
+type exitingTB struct {
+	*testing.T
+	fatals []string
+}
+
+func (r *exitingTB) Fatalf(format string, args ...any) {
+	r.fatals = append(r.fatals, fmt.Sprintf(format, args...))
+	runtime.Goexit()
 }

@@ -53,7 +53,7 @@ func (m *Member) StartWithSettings(t TB, env map[string]string) {
 	if err := m.applySettings(env); err != nil {
 		t.Fatalf("settings for member %s: %v", m.Name, err)
 	}
-	m.launch(t, Binary(t, "etcd"))
+	m.launch(t, m.c.etcd(t))
 	m.waitServing(t, true)
 	m.c.mu.Lock()
 	m.c.members = append(m.c.members, m)

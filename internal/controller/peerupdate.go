@@ -1,0 +1,119 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/peerurl"
+	"github.com/etcdmember/kubectl-etcdmember/internal/quorum"
+)
+
+// updatePeerURLs makes etcd record the peer URLs the member's node advertises
+// (status.advertisedPeerURLs, written by that node's agent once its own etcd answered on them).
+// It is a membership change like any other: one at a time, fenced, and judged on the cluster as
+// it stands. A wrong URL cuts the member off its peers, so the update goes ahead only while losing
+// the member would keep quorum, and the next one waits until a probe round after it has shown
+// what it did. It tells whether it changed etcd (the reconcile then ends, one change being
+// enough), and when to look again at an update that waits.
+func (r *LeaveReconciler) updatePeerURLs(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, probes Probes, probed bool) (bool, ctrl.Result, error) {
+	want := m.Status.AdvertisedPeerURLs
+	if len(want) == 0 || peerurl.SameSet(target.PeerURLs, want) {
+		r.peerNotices.forget(m.UID)
+		return false, ctrl.Result{}, nil
+	}
+	change := fmt.Sprintf("%s -> %s", strings.Join(target.PeerURLs, ","), strings.Join(want, ","))
+	recheck := ctrl.Result{RequeueAfter: r.RecheckInterval}
+	if owner, ok := peerURLOwner(members, target.ID, want); ok {
+		r.peerNotices.warn(ctx, r, m, v1alpha1.ReasonPeerURLsUpdateRefused, change, fmt.Sprintf(
+			"Not updating the peer URLs of member %s (%s): member %s already has one of them. Fix --advertise-peer-urls on this member's node.",
+			m.Status.MemberID, change, etcd.IDString(owner)))
+		return false, recheck, nil
+	}
+	if !probed || !r.settledSince(probes, members, r.lastPeerUpdate) {
+		return false, recheck, nil
+	}
+	if !target.IsLearner {
+		if verdict := quorum.CheckRemoval(quorumVoters(members, probes), target.ID, m.Name); !verdict.Allowed {
+			r.peerNotices.warn(ctx, r, m, v1alpha1.ReasonPeerURLsUpdateRefused, change, fmt.Sprintf(
+				"Not updating the peer URLs of member %s (%s) yet: should the new URLs not work, losing the member would cost quorum (%s). Re-checked every %s; bring the unhealthy members back.",
+				m.Status.MemberID, change, verdict.Message, r.RecheckInterval))
+			return false, recheck, nil
+		}
+	}
+	stillAdvertised := func(fresh *v1alpha1.EtcdMember) bool {
+		return peerurl.SameSet(fresh.Status.AdvertisedPeerURLs, want)
+	}
+	if err := r.fence(ctx, m, "updating the peer URLs of", stillAdvertised); err != nil {
+		return false, ctrl.Result{}, err
+	}
+	if err := r.Etcd.MemberUpdate(ctx, target.ID, want); err != nil {
+		r.peerNotices.warn(ctx, r, m, v1alpha1.ReasonPeerURLsUpdateFailed, change, fmt.Sprintf(
+			"etcd did not update the peer URLs of member %s (%s); retrying with back-off. etcd said: %v", m.Status.MemberID, change, err))
+		return false, ctrl.Result{}, err
+	}
+	// Compared with the probes' start times, which are wall-clock.
+	r.lastPeerUpdate = time.Now()
+	logf.FromContext(ctx).Info("Updated peer URLs", "memberID", m.Status.MemberID, "from", target.PeerURLs, "to", want)
+	r.Events.Normal(ctx, m, v1alpha1.ReasonPeerURLsUpdated, "UpdatePeerURLs",
+		fmt.Sprintf("Updated the peer URLs of member %s: %s", m.Status.MemberID, change))
+	r.peerNotices.forget(m.UID)
+	m.Status.PeerURLs = slices.Clone(want)
+	return true, ctrl.Result{}, nil
+}
+
+// peerURLOwner returns another member that already has one of urls.
+func peerURLOwner(members []etcd.Member, self uint64, urls []string) (uint64, bool) {
+	for _, other := range members {
+		if other.ID == self {
+			continue
+		}
+		for _, u := range other.PeerURLs {
+			if n, err := peerurl.Normalize(u); err == nil && slices.Contains(urls, n) {
+				return other.ID, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// settledSince tells whether every voter's latest probe started at least a recheck interval
+// after the last change, so that a member a wrong URL cut off has had time to show it.
+func (r *LeaveReconciler) settledSince(probes Probes, members []etcd.Member, last time.Time) bool {
+	if last.IsZero() {
+		return true
+	}
+	for _, mem := range members {
+		if h, ok := probes.Members[mem.ID]; !mem.IsLearner && (!ok || h.At.Before(last.Add(r.RecheckInterval))) {
+			return false
+		}
+	}
+	return true
+}
+
+// notices writes a Warning once per reason and change per object: a refusal re-checked every few
+// seconds, or a failure retried with etcd's error worded differently each time, must not become
+// an Event each time.
+type notices map[types.UID]string
+
+func (n *notices) warn(ctx context.Context, r *LeaveReconciler, m *v1alpha1.EtcdMember, reason, change, msg string) {
+	if (*n)[m.UID] == reason+" "+change {
+		return
+	}
+	if *n == nil {
+		*n = notices{}
+	}
+	(*n)[m.UID] = reason + " " + change
+	logf.FromContext(ctx).Info("Peer URL update not done", "memberID", m.Status.MemberID, "reason", reason, "detail", msg)
+	r.Events.Warning(ctx, m, reason, "UpdatePeerURLs", msg)
+}
+
+func (n notices) forget(uid types.UID) { delete(n, uid) }

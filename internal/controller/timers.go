@@ -1,0 +1,68 @@
+package controller
+
+import (
+	"time"
+)
+
+// timers measure, on the leader's own clock, the two durations the controller acts on: how long a
+// voter has been unreachable, and how long a learner has gone without progress. They live in the
+// reconciler, so a new leader starts them afresh: a member is then removed later than it could
+// have been, never sooner. Neither comes from a condition's lastTransitionTime, which moves only
+// when the condition's status does: a member False/Alarm for an hour that then stops answering
+// is still False, and timing "unreachable" from there would remove it after one probe.
+type timers struct {
+	// unreachable holds when each member was first seen unreachable in its current streak.
+	unreachable map[uint64]time.Time
+	// progress holds each learner's last raft index and when it last advanced.
+	progress map[uint64]learnerProgress
+}
+
+type learnerProgress struct {
+	index uint64
+	at    time.Time
+}
+
+// unreachableFor records whether member id is unreachable at now and returns for how long it has
+// been, without a break; 0 when it is not.
+func (t *timers) unreachableFor(id uint64, unreachable bool, now time.Time) time.Duration {
+	if !unreachable {
+		delete(t.unreachable, id)
+		return 0
+	}
+	if t.unreachable == nil {
+		t.unreachable = map[uint64]time.Time{}
+	}
+	since, ok := t.unreachable[id]
+	if !ok {
+		t.unreachable[id] = now
+		return 0
+	}
+	return now.Sub(since)
+}
+
+// stalledFor records learner id's raft index at now (known is false when no probe answered) and
+// returns how long it has gone without progress. Progress is its raft index advancing, or
+// reaching the highest index the voters reported (lead): on a cluster with no writes a learner
+// that caught up has nothing left to replicate, and is not stalled. The first sighting counts as
+// progress, so that a learner never stalls for longer than the leader has watched it.
+func (t *timers) stalledFor(id uint64, index uint64, known bool, lead uint64, now time.Time) time.Duration {
+	if t.progress == nil {
+		t.progress = map[uint64]learnerProgress{}
+	}
+	last, seen := t.progress[id]
+	switch {
+	case !seen:
+		t.progress[id] = learnerProgress{index: index, at: now}
+		return 0
+	case known && (index > last.index || index >= lead):
+		t.progress[id] = learnerProgress{index: index, at: now}
+		return 0
+	}
+	return now.Sub(last.at)
+}
+
+// forget drops what the timers hold for a member that left etcd or became a voter.
+func (t *timers) forget(id uint64) {
+	delete(t.unreachable, id)
+	delete(t.progress, id)
+}

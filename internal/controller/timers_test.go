@@ -1,0 +1,147 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/events"
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
+)
+
+// TestUnreachableTimedFromReasonChange: a member False/Alarm for an hour that then stops answering
+// is asked to leave --remove-unreachable-after later, not at the first probe that finds it
+// unreachable (the Healthy condition's lastTransitionTime still says an hour ago).
+func TestUnreachableTimedFromReasonChange(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := eventsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	members := []etcd.Member{{ID: 1}, {ID: 2}, {ID: 3}, {ID: 4}}
+	target := members[3]
+	probes := probesOf(map[uint64]bool{1: true, 2: true, 3: true})
+	m := member(false, cond(v1alpha1.ConditionHealthy, metav1.ConditionFalse, v1alpha1.ReasonAlarm))
+	status.Get(m, v1alpha1.ConditionHealthy).LastTransitionTime = metav1.NewTime(time.Now().Add(-time.Hour))
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(m).Build()
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	r := &LeaveReconciler{
+		Client: c, Events: &events.Recorder{Client: c, Namespace: "kube-system"},
+		RemoveUnreachableAfter: time.Minute, MinVoters: 3, Clock: clk,
+	}
+	step := func(reason string, after time.Duration) {
+		t.Helper()
+		clk.SetTime(clk.Now().Add(after))
+		status.Set(m, v1alpha1.ConditionHealthy, metav1.ConditionFalse, reason, "m")
+		if _, err := r.removeIfUnreachable(context.Background(), m, target, members, probes, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	step(v1alpha1.ReasonAlarm, 0)
+	step(v1alpha1.ReasonAlarm, 30*time.Minute)
+	step(v1alpha1.ReasonUnreachable, 5*time.Second)
+	if m.Spec.Leave {
+		t.Fatal("asked to leave at the first probe that found it unreachable, after an hour of Alarm")
+	}
+	step(v1alpha1.ReasonUnreachable, 59*time.Second)
+	if m.Spec.Leave {
+		t.Fatal("asked to leave 59s after it became unreachable, want 1m")
+	}
+	// Answering again, even as still unhealthy, ends the streak: the minute starts over.
+	step(v1alpha1.ReasonNotServing, time.Second)
+	step(v1alpha1.ReasonUnreachable, time.Second)
+	step(v1alpha1.ReasonUnreachable, 30*time.Second)
+	if m.Spec.Leave {
+		t.Fatal("asked to leave although the unreachable streak started again 30s ago")
+	}
+	step(v1alpha1.ReasonUnreachable, 30*time.Second)
+	if !m.Spec.Leave || m.Spec.MemberID != m.Status.MemberID || m.Annotations[v1alpha1.AnnotationLeaveReason] == "" {
+		t.Fatalf("not asked to leave after a minute unreachable: spec %+v, annotations %v", m.Spec, m.Annotations)
+	}
+}
+
+// TestLearnerStallCountsFromLastProgress: a big learner that keeps replicating is never stalled
+// however long it takes; one caught up on an idle cluster is not stalled either; one whose index
+// stops short of the voters' stalls from its last progress.
+func TestLearnerStallCountsFromLastProgress(t *testing.T) {
+	var tm timers
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	const id = 4
+	if d := tm.stalledFor(id, 0, false, 5000, t0); d != 0 {
+		t.Fatalf("first sighting: stalled %s", d)
+	}
+	// An hour of steady progress, far behind the voters.
+	for i := 1; i <= 60; i++ {
+		if d := tm.stalledFor(id, uint64(10*i), true, 5000, t0.Add(time.Duration(i)*time.Minute)); d != 0 {
+			t.Fatalf("minute %d: progressing learner stalled %s", i, d)
+		}
+	}
+	at := t0.Add(60 * time.Minute)
+	if d := tm.stalledFor(id, 600, true, 5000, at.Add(9*time.Minute)); d != 9*time.Minute {
+		t.Fatalf("no progress for 9m: stalled %s", d)
+	}
+	// Unreachable probes are no progress either.
+	if d := tm.stalledFor(id, 0, false, 5000, at.Add(11*time.Minute)); d != 11*time.Minute {
+		t.Fatalf("unreachable for 2 more minutes: stalled %s", d)
+	}
+
+	var idle timers
+	idle.stalledFor(id, 100, true, 100, t0)
+	if d := idle.stalledFor(id, 100, true, 100, t0.Add(time.Hour)); d != 0 {
+		t.Fatalf("caught-up learner on an idle cluster: stalled %s", d)
+	}
+
+	idle.forget(id)
+	if d := idle.stalledFor(id, 0, false, 100, t0.Add(2*time.Hour)); d != 0 {
+		t.Fatalf("after forget, a new learner with the same ID starts afresh: stalled %s", d)
+	}
+}
+
+// TestLearnerEvictionWaitsForStall: the reconciler's learner path evicts only once the learner
+// made no progress for --learner-stall-timeout on its clock. Without a client the eviction
+// itself would fail, so the test stops short of it and checks the requeue it asks for.
+func TestLearnerEvictionWaitsForStall(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	r := &LeaveReconciler{LearnerStallTimeout: 10 * time.Minute, RecheckInterval: time.Second, Clock: clk}
+	voters := []etcd.Member{{ID: 1}, {ID: 2}, {ID: 3}}
+	target := etcd.Member{ID: 4, IsLearner: true}
+	probes := func(learnerIndex uint64) Probes {
+		p := Probes{Members: map[uint64]etcd.Health{}}
+		for _, v := range voters {
+			p.Members[v.ID] = etcd.Health{Reachable: true, Serving: true, Status: etcd.EndpointStatus{RaftIndex: 90000}}
+		}
+		// The target has no client URLs in etcd's record, so the path ends before any etcd call
+		// (NotStarted); only the timing under test depends on these probes.
+		p.Members[target.ID] = etcd.Health{Reachable: true, Status: etcd.EndpointStatus{RaftIndex: learnerIndex, IsLearner: true}}
+		return p
+	}
+	members := []etcd.Member{voters[0], voters[1], voters[2], target}
+	m := member(false)
+	for i := range 30 {
+		res, err := r.learner(context.Background(), m, target, members, probes(uint64(1000*(i+1))), true)
+		if err != nil || res.RequeueAfter != 10*time.Minute {
+			t.Fatalf("minute %d of progress: %+v %v, want the full stall timeout ahead", i, res, err)
+		}
+		clk.SetTime(clk.Now().Add(time.Minute))
+	}
+	// The loop's last step moved the clock a minute past the last progress.
+	clk.SetTime(clk.Now().Add(8 * time.Minute))
+	res, err := r.learner(context.Background(), m, target, members, probes(30000), true)
+	if err != nil || res.RequeueAfter != time.Minute {
+		t.Fatalf("9m without progress: %+v %v, want a requeue a minute later", res, err)
+	}
+	if c := status.Get(m, v1alpha1.ConditionPromoted); c.Reason == v1alpha1.ReasonEvicting {
+		t.Fatal("evicted before the stall timeout")
+	}
+}
