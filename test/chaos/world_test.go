@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -153,18 +152,7 @@ func (w *world) objects(ctx context.Context) ([]v1alpha1.EtcdMember, error) {
 
 // agentReady tells whether agent i's /readyz answers 200: it has registered its member.
 func (w *world) agentReady(i int) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.agents[i].HealthURL("readyz"), nil)
-	if err != nil {
-		return false
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	return framework.ReadyzOK(w.agents[i].HealthURL("readyz"), time.Second)
 }
 
 // eventually polls check every 200ms until it returns nil or bound passes, and returns the last

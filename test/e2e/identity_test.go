@@ -8,7 +8,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -198,18 +197,7 @@ func startVIPAgent(t *testing.T, e *env, m *framework.Member, endpoint string) *
 
 // ready tells whether the agent's /readyz answers 200.
 func (a *vipAgent) ready() bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.health+"/readyz", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	return framework.ReadyzOK("http://"+a.health+"/readyz", 2*time.Second)
 }
 
 func (a *vipAgent) waitReady(t *testing.T) {

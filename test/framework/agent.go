@@ -136,20 +136,32 @@ func (a *Agent) WaitReady(t TB) {
 	t.Helper()
 	url := "http://" + a.health + "/readyz"
 	a.proc.waitReady(t, agentReadyTimeout, "agent "+a.Name+" ready at "+url, func(ctx context.Context) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("readyz: %s", resp.Status)
-		}
-		return nil
+		return getOK(ctx, url)
 	})
+}
+
+// ReadyzOK tells whether an agent's readiness URL answers 200 within timeout: it has registered
+// its member.
+func ReadyzOK(url string, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return getOK(ctx, url) == nil
+}
+
+func getOK(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("readyz: %s", resp.Status)
+	}
+	return nil
 }
 
 // Stop sends SIGTERM and waits for the agent to exit.
