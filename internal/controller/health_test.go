@@ -1,7 +1,9 @@
 package controller
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,5 +113,25 @@ func TestSummarizeCountsOnlyNotableChanges(t *testing.T) {
 	alarmed := Probes{Members: base.Members, Alarms: map[uint64][]string{2: {"NOSPACE"}}}
 	if summarize(base) == summarize(alarmed) {
 		t.Error("an alarm does not count as a change")
+	}
+}
+
+// TestHealthMessagesStableAcrossErrors: a member that stays down fails each probe with different
+// error text (a refused connection, then a timeout); the condition must read the same, or every
+// probe would be a status write and a Warning Event.
+func TestHealthMessagesStableAcrossErrors(t *testing.T) {
+	target := etcd.Member{ID: 2, ClientURLs: []string{"http://10.0.0.2:2379"}}
+	for _, pair := range [][2]etcd.Health{
+		{{Err: errors.New("dial tcp 10.0.0.2:2379: connect: connection refused")}, {Err: context.DeadlineExceeded}},
+		{{Reachable: true, Err: errors.New("etcdserver: no leader")}, {Reachable: true, Err: errors.New("etcdserver: request timed out")}},
+	} {
+		s1, r1, m1 := healthCondition(target, pair[0], nil, time.Second)
+		s2, r2, m2 := healthCondition(target, pair[1], nil, time.Second)
+		if s1 != s2 || r1 != r2 || m1 != m2 {
+			t.Errorf("%s/%s %q\nvs %s/%s %q: want the same condition for the same state", s1, r1, m1, s2, r2, m2)
+		}
+		if strings.Contains(m1, pair[0].Err.Error()) {
+			t.Errorf("message %q carries the error text", m1)
+		}
 	}
 }
