@@ -33,6 +33,19 @@ func member(leave bool, conds ...metav1.Condition) *v1alpha1.EtcdMember {
 	return m
 }
 
+// testScheme knows the objects a reconciler writes: EtcdMembers and Events.
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := eventsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return scheme
+}
+
 func cond(t string, s metav1.ConditionStatus, reason string) metav1.Condition {
 	return metav1.Condition{Type: t, Status: s, Reason: reason, Message: "m"}
 }
@@ -102,13 +115,7 @@ func TestChangedAnnouncesEachStateOnce(t *testing.T) {
 // whose member is recorded as gone must be reconciled from its own record (a full resync of a
 // cluster's history would otherwise cost one etcd round trip per object).
 func TestReconcileOfSettledObjectReadsNoMemberList(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := eventsv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := testScheme(t)
 	// Removed long ago, then asked to leave again: the request is answered without etcd.
 	gone := member(true, cond(v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonNotFound))
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(gone).WithStatusSubresource(gone).Build()
@@ -149,13 +156,7 @@ func TestReconcileOfSettledObjectReadsNoMemberList(t *testing.T) {
 // still on a member just removed) is retried at once, so the outcome is not held back by the
 // reconcile's back-off; a conflict is not retried.
 func TestStatusWriteRetriedOnServerError(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := eventsv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := testScheme(t)
 	for _, tc := range []struct {
 		name      string
 		failWith  error

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
@@ -52,10 +51,7 @@ func TestPeerUpdatesWaitForAProbeRoundAfterTheLast(t *testing.T) {
 // TestPeerNoticesOncePerChange: a refusal re-checked every few seconds, or a failure whose error
 // text differs on each retry, writes one Event; a new reason or change writes another.
 func TestPeerNoticesOncePerChange(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := eventsv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := testScheme(t)
 	c := fake.NewClientBuilder().WithScheme(scheme).Build()
 	r := &LeaveReconciler{Events: &events.Recorder{Client: c, Namespace: "kube-system"}}
 	m := member(false)
@@ -93,10 +89,7 @@ func TestPeerNoticesOncePerChange(t *testing.T) {
 // for a healthy voter would leave one healthy voter of three, so the leader does not update and
 // says why in one Warning. The reconciler has no etcd client: reaching MemberUpdate would panic.
 func TestPeerUpdateRefusedWhenLosingTheMemberCostsQuorum(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := eventsv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := testScheme(t)
 	c := fake.NewClientBuilder().WithScheme(scheme).Build()
 	r := &LeaveReconciler{Events: &events.Recorder{Client: c, Namespace: "kube-system"}, RecheckInterval: time.Second}
 	members := []etcd.Member{

@@ -5,9 +5,7 @@ import (
 	"testing"
 	"time"
 
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -21,13 +19,7 @@ import (
 // is asked to leave --remove-unreachable-after later, not at the first probe that finds it
 // unreachable (the Healthy condition's lastTransitionTime still says an hour ago).
 func TestUnreachableTimedFromReasonChange(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := eventsv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := testScheme(t)
 	members := []etcd.Member{{ID: 1}, {ID: 2}, {ID: 3}, {ID: 4}}
 	target := members[3]
 	probes := probesOf(map[uint64]bool{1: true, 2: true, 3: true})
