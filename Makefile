@@ -28,6 +28,10 @@ KUBE_LDFLAGS := -s -w \
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/etcdmember/kubectl-etcdmember/internal/version.Version=$(VERSION)
 PLUGIN := $(BIN)/kubectl-etcdmember $(BIN)/kubectl_complete-etcdmember
+# The agent the tests and the demo run: the plugin built with the failpoints tag (internal/failpoint).
+# It sits in a directory of its own, off PATH, so that kubectl never takes it for a plugin, and its
+# name stays kubectl-etcdmember. Nothing shipped (dist, image, install) is built from it.
+FAILPOINTS_BIN := $(BIN)/failpoints/kubectl-etcdmember
 include packaging.mk
 
 TESTBIN := $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/etcdctl $(BIN)/etcd-3.5 $(BIN)/etcd-3.4
@@ -46,7 +50,9 @@ demo: build testbin ## Run the local lab: 3 etcd members, kube-apiserver, 3 agen
 
 .PHONY: test
 test: build testbin dist image krew ## Run every test: unit, integration (test/framework), e2e and packaging, a short fuzz run, then make verify.
-	$(GO) test -count=1 -timeout 20m ./...
+	@# Each e2e scenario runs its own test bed and mostly waits; 6 at a time keep 2 cores about half
+	@# busy. Scenarios that time how fast something happens run alone (test/e2e/env_test.go).
+	$(GO) test -count=1 -timeout 20m -parallel 6 ./...
 	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory verify
 
@@ -74,10 +80,13 @@ chaos: build testbin ## Seeded chaos: CHAOS_SCENARIOS random fault scenarios (CH
 ##@ Building
 
 .PHONY: build
-build: $(PLUGIN) ## Build the plugin, bin/kubectl-etcdmember, and its completion script.
+build: $(PLUGIN) $(FAILPOINTS_BIN) ## Build the plugin (bin/kubectl-etcdmember), its completion script, and the tests' agent (bin/failpoints/).
 
 $(BIN)/kubectl-etcdmember: $(GO_SOURCES) go.mod go.sum
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $@ .
+
+$(FAILPOINTS_BIN): $(GO_SOURCES) go.mod go.sum
+	CGO_ENABLED=0 $(GO) build -tags failpoints -trimpath -ldflags "$(LDFLAGS)" -o $@ .
 
 $(BIN)/kubectl_complete-etcdmember: kubectl_complete-etcdmember
 	install -m 0755 $< $@
@@ -136,16 +145,19 @@ verify-fmt:
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-# The bench package builds only with its tag; without these runs nothing would vet or lint it.
+# The bench package builds only with its tag, and internal/failpoint's real implementation only
+# with failpoints; without these runs nothing would vet or lint them.
 .PHONY: vet
 vet:
 	$(GO) vet ./...
 	$(GO) vet -tags bench ./test/bench/...
+	$(GO) vet -tags failpoints ./...
 
 .PHONY: lint
 lint: $(BIN)/golangci-lint
 	$(BIN)/golangci-lint run ./...
 	$(BIN)/golangci-lint run --build-tags bench ./test/bench/...
+	$(BIN)/golangci-lint run --build-tags failpoints ./internal/failpoint/...
 
 # Integration tests must fail, not skip, when something they need is missing.
 .PHONY: verify-no-skips

@@ -24,7 +24,7 @@ image: dist $(BIN)/imagebuild ## Write the agent image (linux/amd64+arm64, entry
 	$(BIN)/imagebuild build -dist '$(DIST)' -version '$(VERSION)' -mtime '$(SOURCE_DATE_EPOCH)' -repo '$(IMAGE_REPO)'
 
 .PHONY: install
-install: build ## Copy kubectl-etcdmember and its completion script into PREFIX/bin (default /usr/local).
+install: $(PLUGIN) ## Copy kubectl-etcdmember and its completion script into PREFIX/bin (default /usr/local).
 	install -d '$(DESTDIR)$(PREFIX)/bin'
 	install -m 0755 $(BIN)/kubectl-etcdmember $(BIN)/kubectl_complete-etcdmember '$(DESTDIR)$(PREFIX)/bin/'
 

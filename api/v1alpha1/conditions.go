@@ -173,3 +173,27 @@ const (
 	// ReasonPeerURLsUpdateFailed (leader, Warning): etcd refused or failed the update.
 	ReasonPeerURLsUpdateFailed = "PeerURLsUpdateFailed"
 )
+
+// Event reasons the agent on a member's own node writes.
+const (
+	// ReasonLocalMemberChanged (agent, Warning): the local etcd endpoint answers as another member
+	// while the member this node registered is still in etcd (a VIP or load balancer now landing
+	// on another node, or two nodes sharing a configuration). The agent keeps its member, is not
+	// ready and does not lead until the endpoint answers as that member again.
+	ReasonLocalMemberChanged = "LocalMemberChanged"
+	// ReasonOnRemovedExecSucceeded (agent, Normal): the --on-removed-exec command ran and exited 0
+	// after the local member was removed on request.
+	ReasonOnRemovedExecSucceeded = "OnRemovedExecSucceeded"
+	// ReasonOnRemovedExecFailed (agent, Warning): the --on-removed-exec command failed, timed out
+	// or could not start. It is not run again for the same member.
+	ReasonOnRemovedExecFailed = "OnRemovedExecFailed"
+)
+
+// AnnotationOnRemovedRan records on an EtcdMember the member ID the agent's --on-removed-exec
+// command was started for. The agent on the member's node writes it before the command starts,
+// so the command runs at most once per member whatever the agent restarts or crashes through.
+const AnnotationOnRemovedRan = "etcdmember.io/on-removed-ran"
+
+// LeaseName is the Lease in the agents' leader-election namespace (kube-system by default) the
+// agents elect their leader with. The agents' RBAC lets them get and update only this Lease.
+const LeaseName = "etcdmember-leader"

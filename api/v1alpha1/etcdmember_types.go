@@ -23,12 +23,6 @@ type EtcdMemberSpec struct {
 	MemberID string `json:"memberID,omitempty"`
 }
 
-// LeaveAsked tells whether spec asks for the removal of the member the object records: spec.leave
-// is set and spec.memberID, when given, names status.memberID.
-func (m *EtcdMember) LeaveAsked() bool {
-	return m.Spec.Leave && (m.Spec.MemberID == "" || m.Spec.MemberID == m.Status.MemberID)
-}
-
 // EtcdMemberStatus is what etcdmember observed of the member. Only the agents write it.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.memberID) || has(self.memberID)",message="memberID cannot be unset once recorded"
 type EtcdMemberStatus struct {

@@ -6,10 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -233,18 +235,25 @@ func waitForLocalMember(ctx context.Context, c *etcd.Client, endpoint string, ti
 	log := logf.FromContext(ctx)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	backoff := 200 * time.Millisecond
-	for {
+	var id uint64
+	var lastErr error
+	err := localMemberBackoff.DelayFunc().Until(ctx, true, true, func(ctx context.Context) (bool, error) {
 		st, err := c.Status(ctx, endpoint)
-		if err == nil {
-			return st.MemberID, nil
+		if err != nil {
+			lastErr = err
+			log.Info("Waiting for the local etcd member", "endpoint", endpoint, "error", err.Error())
+			return false, nil
 		}
-		log.Info("Waiting for the local etcd member", "endpoint", endpoint, "error", err.Error())
-		select {
-		case <-ctx.Done():
-			return 0, fmt.Errorf("local etcd at %s did not answer within %s: %w", endpoint, timeout, err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
+		id = st.MemberID
+		return true, nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("local etcd at %s did not answer within %s: %w", endpoint, timeout, lastErr)
 	}
+	return id, nil
 }
+
+// localMemberBackoff spaces the asks of waitForLocalMember: 200ms, doubling up to 5s, then 5s until
+// the timeout. DelayFunc keeps the cap once it is reached, where ExponentialBackoffWithContext
+// would give up.
+var localMemberBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Cap: 5 * time.Second, Steps: math.MaxInt32}

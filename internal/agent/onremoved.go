@@ -6,30 +6,16 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 	"github.com/etcdmember/kubectl-etcdmember/internal/events"
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
-)
-
-// AnnotationOnRemovedRan records on an EtcdMember the member ID the --on-removed-exec command
-// was started for. It is written before the command starts, so the command runs at most once
-// per member whatever the agent restarts or crashes through. It lives here rather than in
-// api/v1alpha1 because only the agent on the member's own node reads or writes it.
-const AnnotationOnRemovedRan = "etcdmember.io/on-removed-ran"
-
-// Event reasons of --on-removed-exec.
-const (
-	ReasonOnRemovedExecSucceeded = "OnRemovedExecSucceeded"
-	ReasonOnRemovedExecFailed    = "OnRemovedExecFailed"
 )
 
 // outputTail is how much of the command's output its Event keeps: the end, where the errors
@@ -117,7 +103,7 @@ func confirmRemoved(ctx context.Context, last registration, ask memberAsker) err
 				etcd.IDString(m.ID), m.ClientURLs, etcd.IDString(header.ClusterID), etcd.IDString(last.clusterID)))
 			continue
 		}
-		if slices.ContainsFunc(members, func(x etcd.Member) bool { return x.ID == last.id }) {
+		if _, listed := etcd.FindMember(members, last.id); listed {
 			return fmt.Errorf("member %s at %v still lists member %s", etcd.IDString(header.MemberID), m.ClientURLs, etcd.IDString(last.id))
 		}
 		return nil
@@ -142,9 +128,8 @@ func (r *Registrar) askMember(ctx context.Context, m etcd.Member) ([]etcd.Member
 // hookDue tells whether obj records member id as removed on request (never a refused or pending
 // leave, never NotFound) and the command has not been started for that member yet.
 func hookDue(obj *v1alpha1.EtcdMember, id string) bool {
-	joined := status.Get(obj, v1alpha1.ConditionJoined)
-	return obj.Status.MemberID == id && obj.Annotations[AnnotationOnRemovedRan] != id &&
-		joined != nil && joined.Status == metav1.ConditionFalse && joined.Reason == v1alpha1.ReasonRemoved
+	return obj.Status.MemberID == id && obj.Annotations[v1alpha1.AnnotationOnRemovedRan] != id &&
+		obj.RecordedGone() && status.HasReason(obj, v1alpha1.ConditionJoined, v1alpha1.ReasonRemoved)
 }
 
 // markRan records on the object that the command runs for member id, before it starts. The
@@ -156,7 +141,7 @@ func (r *Registrar) markRan(ctx context.Context, obj *v1alpha1.EtcdMember, id st
 	if obj.Annotations == nil {
 		obj.Annotations = map[string]string{}
 	}
-	obj.Annotations[AnnotationOnRemovedRan] = id
+	obj.Annotations[v1alpha1.AnnotationOnRemovedRan] = id
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	if err := r.Client.Update(ctx, obj); err != nil {
@@ -174,11 +159,11 @@ func (h OnRemovedHook) runAndRecord(ctx context.Context, rec *events.Recorder, o
 	ctx = context.WithoutCancel(ctx)
 	if res.err != nil {
 		log.Error(res.err, "The on-removed command failed", "exitCode", res.exitCode(), "duration", res.duration)
-		rec.Warning(ctx, obj, ReasonOnRemovedExecFailed, "OnRemovedExec", res.note(id))
+		rec.Warning(ctx, obj, v1alpha1.ReasonOnRemovedExecFailed, "OnRemovedExec", res.note(id))
 		return
 	}
 	log.Info("The on-removed command succeeded", "duration", res.duration)
-	rec.Normal(ctx, obj, ReasonOnRemovedExecSucceeded, "OnRemovedExec", res.note(id))
+	rec.Normal(ctx, obj, v1alpha1.ReasonOnRemovedExecSucceeded, "OnRemovedExec", res.note(id))
 }
 
 // hookResult is how one run of the command ended.

@@ -38,9 +38,9 @@ func member(joined metav1.ConditionStatus, reason string) *v1alpha1.EtcdMember {
 
 func TestHookDue(t *testing.T) {
 	ranBefore := member(metav1.ConditionFalse, v1alpha1.ReasonRemoved)
-	ranBefore.Annotations = map[string]string{AnnotationOnRemovedRan: testID}
+	ranBefore.Annotations = map[string]string{v1alpha1.AnnotationOnRemovedRan: testID}
 	ranForEarlier := member(metav1.ConditionFalse, v1alpha1.ReasonRemoved)
-	ranForEarlier.Annotations = map[string]string{AnnotationOnRemovedRan: "1234"}
+	ranForEarlier.Annotations = map[string]string{v1alpha1.AnnotationOnRemovedRan: "1234"}
 	refused := member(metav1.ConditionTrue, v1alpha1.ReasonInMemberList)
 	status.Set(refused, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk, "")
 	cases := []struct {
@@ -214,12 +214,12 @@ func TestAfterRemovalRunsOnce(t *testing.T) {
 	if err := e.client.Get(ctx, types.NamespacedName{Name: "node-2"}, obj); err != nil {
 		t.Fatal(err)
 	}
-	if got := obj.Annotations[AnnotationOnRemovedRan]; got != testID {
+	if got := obj.Annotations[v1alpha1.AnnotationOnRemovedRan]; got != testID {
 		t.Errorf("annotation %q, want %q", got, testID)
 	}
 	evs := e.eventReasons(t)
-	if len(evs) != 1 || !strings.HasPrefix(evs[0], ReasonOnRemovedExecSucceeded+": ") || !strings.Contains(evs[0], "hello") {
-		t.Errorf("events %q, want one %s with the output", evs, ReasonOnRemovedExecSucceeded)
+	if len(evs) != 1 || !strings.HasPrefix(evs[0], v1alpha1.ReasonOnRemovedExecSucceeded+": ") || !strings.Contains(evs[0], "hello") {
+		t.Errorf("events %q, want one %s with the output", evs, v1alpha1.ReasonOnRemovedExecSucceeded)
 	}
 
 	// A restarted agent knows the member again (its etcd still answered) but the annotation stops it.
@@ -324,7 +324,7 @@ func TestAfterRemovalNeedsEtcdEvidence(t *testing.T) {
 			if err := e.client.Get(context.Background(), types.NamespacedName{Name: "node-2"}, obj); err != nil {
 				t.Fatal(err)
 			}
-			if _, marked := obj.Annotations[AnnotationOnRemovedRan]; marked {
+			if _, marked := obj.Annotations[v1alpha1.AnnotationOnRemovedRan]; marked {
 				t.Errorf("annotation written without evidence")
 			}
 		})

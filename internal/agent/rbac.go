@@ -3,7 +3,7 @@ package agent
 // What the agent does with the API, and nothing more: controller-gen turns these markers into
 // config/rbac. The registrar creates and updates its own member's object; the leader watches all
 // of them and writes their status; every agent campaigns for the Lease and writes Events, both
-// in kube-system only. The Lease rules name LeaseName: kube-system also holds the Leases of
+// in kube-system only. The Lease rules name v1alpha1.LeaseName: kube-system also holds the Leases of
 // kube-controller-manager and kube-scheduler, which an agent must not be able to take. RBAC cannot
 // limit create by name, so create stays open (creating a Lease of another name takes nothing).
 

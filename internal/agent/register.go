@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -32,11 +32,6 @@ type notMemberError struct{ id uint64 }
 func (e notMemberError) Error() string {
 	return fmt.Sprintf("the local etcd member %s is not in the cluster's member list", etcd.IDString(e.id))
 }
-
-// ReasonLocalMemberChanged is the reason of the Warning Event an agent writes when its local etcd
-// endpoint answers as another member while the member it registered is still in etcd. It lives
-// here rather than in api/v1alpha1 because only the agent on the member's own node writes it.
-const ReasonLocalMemberChanged = "LocalMemberChanged"
 
 // identityError means the local etcd endpoint answers as another member than the one this node
 // registered (pinned), and the pinned member is still in etcd: the endpoint is a VIP or load
@@ -66,7 +61,11 @@ func (e identityError) note() string {
 // the member pinned earlier (0: none yet). Another member is accepted only once the pinned one is
 // gone from etcd: the node was rebuilt and re-joined under a new ID.
 func identityHolds(pinned, answered uint64, members []etcd.Member) bool {
-	return pinned == 0 || answered == pinned || !slices.ContainsFunc(members, func(m etcd.Member) bool { return m.ID == pinned })
+	if pinned == 0 || answered == pinned {
+		return true
+	}
+	_, present := etcd.FindMember(members, pinned)
+	return !present
 }
 
 // Registrar keeps the local member's EtcdMember object: it creates it, keeps what the local member
@@ -125,23 +124,19 @@ func (r *Registrar) LocalMemberID() uint64 { return r.local.Load() }
 // NeedLeaderElection lets the registrar run on every agent.
 func (r *Registrar) NeedLeaderElection() bool { return false }
 
-// Start syncs now and then every Interval until ctx ends.
+// Start syncs now and then every Interval, counted from the end of the last sync, until ctx ends.
 func (r *Registrar) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("register")
 	ctx = logf.IntoContext(ctx, log)
-	for {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := r.sync(ctx); err != nil {
 			r.registered.Store(false)
 			log.Error(err, "Registering the local member failed; retrying", "in", r.Interval)
 		} else {
 			r.registered.Store(true)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(r.Interval):
-		}
-	}
+	}, r.Interval)
+	return nil
 }
 
 // Ready reports whether the last sync succeeded; it backs the agent's readiness probe.
@@ -246,7 +241,7 @@ func (r *Registrar) warnIdentity(ctx context.Context, obj *v1alpha1.EtcdMember, 
 			return
 		}
 	}
-	r.Events.Warning(ctx, obj, ReasonLocalMemberChanged, "Register", note)
+	r.Events.Warning(ctx, obj, v1alpha1.ReasonLocalMemberChanged, "Register", note)
 	r.identityWarned = note
 }
 
@@ -275,12 +270,11 @@ func (r *Registrar) localMember(ctx context.Context) (localView, error) {
 	if pinned := r.local.Load(); !identityHolds(pinned, st.MemberID, members) {
 		return localView{}, identityError{object: r.last.object, endpoint: r.Endpoint, pinned: pinned, answered: st.MemberID}
 	}
-	for _, m := range members {
-		if m.ID == st.MemberID {
-			return localView{self: m, members: members, clusterID: header.ClusterID}, nil
-		}
+	self, ok := etcd.FindMember(members, st.MemberID)
+	if !ok {
+		return localView{}, notMemberError{id: st.MemberID}
 	}
-	return localView{}, notMemberError{id: st.MemberID}
+	return localView{self: self, members: members, clusterID: header.ClusterID}, nil
 }
 
 func (r *Registrar) get(ctx context.Context, name string, obj *v1alpha1.EtcdMember) error {
@@ -315,12 +309,7 @@ func (r *Registrar) findByMemberID(ctx context.Context, id uint64) (*v1alpha1.Et
 	if err := r.Reader.List(ctx, &list); err != nil {
 		return nil, fmt.Errorf("listing EtcdMembers: %w", err)
 	}
-	for i := range list.Items {
-		if list.Items[i].Status.MemberID == etcd.IDString(id) {
-			return &list.Items[i], nil
-		}
-	}
-	return nil, nil
+	return list.FindByMemberID(etcd.IDString(id)), nil
 }
 
 // adopt refreshes the object the leader discovered for the local member when its own name is
@@ -392,8 +381,9 @@ func (r *Registrar) takeOver(ctx context.Context, obj *v1alpha1.EtcdMember, self
 		return err
 	}
 	previous := obj.Status.MemberID
-	for _, m := range members {
-		if etcd.IDString(m.ID) == previous {
+	// An ID that does not parse names no member in etcd.
+	if id, err := etcd.ParseID(previous); err == nil {
+		if _, ok := etcd.FindMember(members, id); ok {
 			return fmt.Errorf("EtcdMember %s records member %s, which is still in etcd; the local member %s has the same name: %w",
 				obj.Name, previous, etcd.IDString(self.ID), errNameTaken)
 		}

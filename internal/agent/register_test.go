@@ -62,7 +62,7 @@ func TestWarnIdentityOnce(t *testing.T) {
 		e.r.warnIdentity(ctx, nil, vip)
 	}
 	if evs := e.eventReasons(t); len(evs) != 1 {
-		t.Fatalf("events %q, want one %s", evs, ReasonLocalMemberChanged)
+		t.Fatalf("events %q, want one %s", evs, v1alpha1.ReasonLocalMemberChanged)
 	}
 	other := vip
 	other.answered = 3

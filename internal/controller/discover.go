@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/util/retry"
+	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
@@ -20,17 +21,43 @@ import (
 
 const apiTimeout = 10 * time.Second
 
+// discoveryRequest is the reconcile request that runs discovery. No object can have this name (it
+// is not a DNS subdomain), so it never meets an object's requests, and the workqueue keeps at most
+// one of it waiting.
+const discoveryRequest = "~discovery"
+
+// DiscoveryGrace is how long a member may go without an object before the leader creates one,
+// for a leader that polls the member list every pollInterval.
+func DiscoveryGrace(pollInterval time.Duration) time.Duration { return discoveryPolls * pollInterval }
+
+// discoverMembers runs discovery on a fresh member list, under the same serialization as every
+// other change of objects and membership, and looks again while members wait out the grace.
+func (r *LeaveReconciler) discoverMembers(ctx context.Context) (ctrl.Result, error) {
+	members, err := r.Etcd.MemberList(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	waiting, err := r.discover(ctx, members)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("creating objects for unregistered members: %w", err)
+	}
+	if waiting {
+		return ctrl.Result{RequeueAfter: r.DiscoveryGrace / discoveryPolls}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
 // discover gives every etcd member without an object one, labelled as discovered, so that a
 // member added by hand, left over after an IP change or a wipe, never started, or sharing its
 // name with another is visible and can be asked to leave like any other. A member is only
-// discovered once it has gone without an object for discoveryGrace: at boot the agents register
+// discovered once it has gone without an object for DiscoveryGrace: at boot the agents register
 // their own members moments after etcd lists them, and a member publishes its name only after it
 // has started. It returns whether members are still waiting out the grace.
-func (w *MembershipWatcher) discover(ctx context.Context, members []etcd.Member) (bool, error) {
+func (r *LeaveReconciler) discover(ctx context.Context, members []etcd.Member) (bool, error) {
 	listCtx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	var list v1alpha1.EtcdMemberList
-	if err := w.reader.List(listCtx, &list); err != nil {
+	if err := r.APIReader.List(listCtx, &list); err != nil {
 		return false, fmt.Errorf("listing EtcdMembers: %w", err)
 	}
 	known := map[string]bool{}
@@ -41,37 +68,37 @@ func (w *MembershipWatcher) discover(ctx context.Context, members []etcd.Member)
 			known[o.Status.MemberID] = true
 		}
 	}
-	now := time.Now()
+	now := r.now()
 	unregistered := map[uint64]time.Time{}
 	waiting := false
 	for _, m := range members {
 		if known[etcd.IDString(m.ID)] || registering(list.Items, m) {
 			continue
 		}
-		since, seen := w.unregistered[m.ID]
+		since, seen := r.unregistered[m.ID]
 		if !seen {
 			since = now
 		}
 		unregistered[m.ID] = since
-		if now.Sub(since) < w.discoveryGrace {
+		if now.Sub(since) < r.DiscoveryGrace {
 			waiting = true
 			continue
 		}
 		if old := rejoining(list.Items, m, members); old != "" {
-			if err := w.takeOver(ctx, old, m, members); err != nil {
-				w.unregistered = unregistered
+			if err := r.takeOver(ctx, old, m, members); err != nil {
+				r.unregistered = unregistered
 				return true, err
 			}
 			continue
 		}
 		name := discoveredName(m, taken)
 		taken[name] = true
-		if err := w.createDiscovered(ctx, name, m); err != nil {
-			w.unregistered = unregistered
+		if err := r.createDiscovered(ctx, name, m); err != nil {
+			r.unregistered = unregistered
 			return true, err
 		}
 	}
-	w.unregistered = unregistered
+	r.unregistered = unregistered
 	return waiting, nil
 }
 
@@ -103,19 +130,19 @@ func rejoining(objects []v1alpha1.EtcdMember, m etcd.Member, members []etcd.Memb
 }
 
 func listed(id string, members []etcd.Member) bool {
-	for _, m := range members {
-		if etcd.IDString(m.ID) == id {
-			return true
-		}
+	parsed, err := etcd.ParseID(id)
+	if err != nil {
+		return false
 	}
-	return false
+	_, ok := etcd.FindMember(members, parsed)
+	return ok
 }
 
 // takeOver records a re-joined member in the object its name maps to, as the member's agent
 // does. The agent may start late or not at all; a new object for the member would be a second
 // one recording it once the agent took its own over (the chaos run found exactly that). If the
 // agent gets there first, the object already records the member and nothing is written.
-func (w *MembershipWatcher) takeOver(ctx context.Context, name string, m etcd.Member, members []etcd.Member) error {
+func (r *LeaveReconciler) takeOver(ctx context.Context, name string, m etcd.Member, members []etcd.Member) error {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	var (
@@ -125,7 +152,7 @@ func (w *MembershipWatcher) takeOver(ctx context.Context, name string, m etcd.Me
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		msg = ""
 		cur := &v1alpha1.EtcdMember{}
-		if err := w.reader.Get(ctx, types.NamespacedName{Name: name}, cur); err != nil {
+		if err := r.APIReader.Get(ctx, types.NamespacedName{Name: name}, cur); err != nil {
 			return err
 		}
 		if cur.DeletionTimestamp != nil || cur.Status.MemberID == etcd.IDString(m.ID) || listed(cur.Status.MemberID, members) {
@@ -134,18 +161,18 @@ func (w *MembershipWatcher) takeOver(ctx context.Context, name string, m etcd.Me
 		logf.FromContext(ctx).Info("Taking an object over for a re-joined member", "object", name,
 			"memberID", etcd.IDString(m.ID), "previousMemberID", cur.Status.MemberID)
 		if status.ClearLeave(cur) {
-			if err := w.client.Update(ctx, cur); err != nil {
+			if err := r.Client.Update(ctx, cur); err != nil {
 				return err
 			}
 		}
 		msg, taken = status.Rejoin(cur, m), cur
-		return w.client.Status().Update(ctx, cur)
+		return r.Client.Status().Update(ctx, cur)
 	})
 	if err != nil {
 		return fmt.Errorf("taking %s over for re-joined member %s: %w", name, etcd.IDString(m.ID), err)
 	}
 	if msg != "" {
-		w.events.Normal(ctx, taken, v1alpha1.ReasonRejoined, "Observe", msg)
+		r.Events.Normal(ctx, taken, v1alpha1.ReasonRejoined, "Observe", msg)
 	}
 	return nil
 }
@@ -171,7 +198,7 @@ func discoveredName(m etcd.Member, taken map[string]bool) string {
 // createDiscovered creates the object, then records the member in its status. The two steps
 // are separate API calls, so a retry after an interrupted first attempt finds the object and
 // finishes the second.
-func (w *MembershipWatcher) createDiscovered(ctx context.Context, name string, m etcd.Member) error {
+func (r *LeaveReconciler) createDiscovered(ctx context.Context, name string, m etcd.Member) error {
 	logf.FromContext(ctx).Info("Creating an object for an unregistered member",
 		"object", name, "memberID", etcd.IDString(m.ID), "etcdName", m.Name)
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
@@ -180,12 +207,12 @@ func (w *MembershipWatcher) createDiscovered(ctx context.Context, name string, m
 		Name:   name,
 		Labels: map[string]string{v1alpha1.LabelDiscovered: "true"},
 	}}
-	if err := w.client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := r.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating EtcdMember %s: %w", name, err)
 	}
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur := &v1alpha1.EtcdMember{}
-		if err := w.reader.Get(ctx, types.NamespacedName{Name: name}, cur); err != nil {
+		if err := r.APIReader.Get(ctx, types.NamespacedName{Name: name}, cur); err != nil {
 			return err
 		}
 		if cur.Status.MemberID != "" || cur.Labels[v1alpha1.LabelDiscovered] != "true" {
@@ -193,7 +220,7 @@ func (w *MembershipWatcher) createDiscovered(ctx context.Context, name string, m
 			return nil
 		}
 		status.Observe(cur, m)
-		return w.client.Status().Update(ctx, cur)
+		return r.Client.Status().Update(ctx, cur)
 	})
 	if err != nil {
 		return fmt.Errorf("recording member %s in %s: %w", etcd.IDString(m.ID), name, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -15,6 +16,15 @@ import (
 // term no longer held or the object no longer asked for the change.
 var ErrFenced = errors.New("membership change fenced off")
 
+// errNotWanted marks a change fenced off because the object no longer asks for it, while the
+// term still holds: the leader may still clean up after it.
+var errNotWanted = fmt.Errorf("%w: no longer asked for", ErrFenced)
+
+// fenceFreshness is how old, on this agent's clock, the fence's reads may be when the change
+// they clear is made. Reads the head start made alongside the member list are usually a few
+// milliseconds old; older ones, from a reconcile that stalled, are made again.
+const fenceFreshness = 250 * time.Millisecond
+
 // fence proves, right before a membership change, that it is still this leader's to make: the
 // leader Lease, read past every cache, still names this agent and has not expired, and the object,
 // read past the cache too, is still the one the change was decided on (same UID and member ID)
@@ -23,32 +33,47 @@ var ErrFenced = errors.New("membership change fenced off")
 // not wait for an in-flight reconcile when the Lease is lost: without this, it would resume and
 // act on a verdict another leader has since overruled.
 //
-// Both reads run in parallel, so a change costs one API round trip more. What is left is the gap
-// between these reads and the etcd call, microseconds instead of the whole reconcile.
+// Both reads run in parallel, so a change costs one API round trip more, or none when the head
+// start made them (see removeMember). What is left is the gap between these reads and the etcd
+// call: at most fenceFreshness of this agent's running time.
 func (r *LeaveReconciler) fence(ctx context.Context, m *v1alpha1.EtcdMember, change string, wanted func(*v1alpha1.EtcdMember) bool) error {
-	var (
-		wg              sync.WaitGroup
-		termErr, objErr error
-		fresh           v1alpha1.EtcdMember
-	)
-	if r.TermHeld != nil {
-		wg.Go(func() { termErr = r.TermHeld(ctx) })
-	}
+	return r.readFence(ctx, m, r.now()).verdict(m, change, wanted)
+}
+
+// fenceReads is what the fence read, and when it started reading: the reads show the world at
+// some moment after that, so their age is counted from there, never less than it is.
+type fenceReads struct {
+	started         time.Time
+	termErr, objErr error
+	fresh           v1alpha1.EtcdMember
+}
+
+// readFence reads the leader Lease (through Leadership) and the object, both past every cache and
+// in parallel; started is when the caller decided to read, at the latest when the reads go out.
+func (r *LeaveReconciler) readFence(ctx context.Context, m *v1alpha1.EtcdMember, started time.Time) fenceReads {
+	var wg sync.WaitGroup
+	reads := fenceReads{started: started}
+	wg.Go(func() { reads.termErr = r.Leadership.TermHeld(ctx) })
 	wg.Go(func() {
 		ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 		defer cancel()
-		objErr = r.APIReader.Get(ctx, client.ObjectKeyFromObject(m), &fresh)
+		reads.objErr = r.APIReader.Get(ctx, client.ObjectKeyFromObject(m), &reads.fresh)
 	})
 	wg.Wait()
+	return reads
+}
+
+// verdict judges the reads for a change of m's member.
+func (f fenceReads) verdict(m *v1alpha1.EtcdMember, change string, wanted func(*v1alpha1.EtcdMember) bool) error {
 	switch {
-	case termErr != nil:
-		return fmt.Errorf("%w: not %s member %s: %w", ErrFenced, change, m.Status.MemberID, termErr)
-	case objErr != nil:
-		return fmt.Errorf("%w: not %s member %s: re-reading %s: %w", ErrFenced, change, m.Status.MemberID, m.Name, objErr)
-	case fresh.UID != m.UID || fresh.Status.MemberID != m.Status.MemberID:
-		return fmt.Errorf("%w: not %s member %s: %s now records member %q (UID %s)", ErrFenced, change, m.Status.MemberID, m.Name, fresh.Status.MemberID, fresh.UID)
-	case !wanted(&fresh):
-		return fmt.Errorf("%w: not %s member %s: %s no longer asks for it", ErrFenced, change, m.Status.MemberID, m.Name)
+	case f.termErr != nil:
+		return fmt.Errorf("%w: not %s member %s: %w", ErrFenced, change, m.Status.MemberID, f.termErr)
+	case f.objErr != nil:
+		return fmt.Errorf("%w: not %s member %s: re-reading %s: %w", ErrFenced, change, m.Status.MemberID, m.Name, f.objErr)
+	case f.fresh.UID != m.UID || f.fresh.Status.MemberID != m.Status.MemberID:
+		return fmt.Errorf("%w: not %s member %s: %s now records member %q (UID %s)", ErrFenced, change, m.Status.MemberID, m.Name, f.fresh.Status.MemberID, f.fresh.UID)
+	case !wanted(&f.fresh):
+		return fmt.Errorf("%w: not %s member %s: %s changed", errNotWanted, change, m.Status.MemberID, m.Name)
 	}
 	return nil
 }

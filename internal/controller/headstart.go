@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
@@ -11,21 +12,24 @@ import (
 )
 
 // headStart is what a reconcile starts as soon as it has read an object whose leave will likely
-// go ahead, alongside the fresh member list: the removal intent and the guard's probes of the
-// voters. The removal itself is one raft round, and the list, the probes and the intent take
+// go ahead, alongside the fresh member list: the removal intent, the guard's probes of the
+// voters, and the fence's reads. The removal itself is one raft round, and the list, the probes and the intent take
 // about as long each; one after the other, they made a leave several times slower than a bare
 // MemberRemove. Nothing started here is trusted blindly: the probes count only when the fresh
 // list has the same voters, and the guard still decides on the fresh list. A nil headStart
 // started nothing.
 type headStart struct {
-	// intent stores the removal intent; its value says whether one was stored before.
-	intent *pending[bool]
+	// intent stores the removal intent; its value is the request an intent stored before named.
+	intent *pending[string]
 	// probes probes the voters of probedOn, the member list of the latest probe round.
 	probes   *pending[[]voter]
 	probedOn []etcd.Member
+	// fence makes the fence's reads for the removal.
+	fence *pending[fenceReads]
 }
 
-// headStart starts the intent when the latest probe found the removal safe (Removable=True), and
+// headStart starts the intent and the fence's reads when the latest probe found the removal safe
+// (Removable=True), and
 // the probes when the object asks its member to leave at all; neither for the leader's own member, which is
 // handed over instead, nor for a member recorded as gone. A request the pre-flight refuses so
 // costs no intent write on each of its re-checks, only the probes its guard needs anyway.
@@ -34,18 +38,20 @@ func (r *LeaveReconciler) headStart(ctx context.Context, m *v1alpha1.EtcdMember)
 		return nil
 	}
 	id, err := etcd.ParseID(m.Status.MemberID)
-	if err != nil || id == r.LocalMemberID() {
+	if err != nil || id == r.Leadership.LocalMemberID() {
 		return nil
 	}
 	h := &headStart{}
 	if status.IsTrue(m, v1alpha1.ConditionRemovable) {
-		name := m.Name
-		h.intent = start(func() (bool, error) { return r.Intents.Put(ctx, id, name) })
+		request := leaveRequest(m)
+		h.intent = start(func() (string, error) { return r.Intents.Put(ctx, id, request) })
+		cached, now := m.DeepCopy(), r.now()
+		h.fence = start(func() (fenceReads, error) { return r.readFence(ctx, cached, now), nil })
 	}
 	if probes, ok := r.Probes(); ok && slices.ContainsFunc(probes.List, func(mem etcd.Member) bool { return mem.ID == id && !mem.IsLearner }) {
 		h.probedOn = probes.List
 		h.probes = start(func() ([]voter, error) {
-			return probeVoters(ctx, r.Pool, probes.List, id, r.ProbeTimeout), nil
+			return probeVoters(ctx, r.Peers, probes.List, id, r.ProbeTimeout), nil
 		})
 	}
 	return h
@@ -54,8 +60,8 @@ func (r *LeaveReconciler) headStart(ctx context.Context, m *v1alpha1.EtcdMember)
 // intending tells whether an intent write was started.
 func (h *headStart) intending() bool { return h != nil && h.intent != nil }
 
-// intentFound waits for the intent write and tells whether an intent was stored before it.
-func (h *headStart) intentFound() (bool, error) { return h.intent.wait() }
+// priorIntent waits for the intent write and returns the request an intent stored before it named.
+func (h *headStart) priorIntent() (string, error) { return h.intent.wait() }
 
 // votersFor returns the probed voters when members has exactly the voters that were probed, at
 // the same client URLs; otherwise nil, and the guard probes again.
@@ -67,10 +73,22 @@ func (h *headStart) votersFor(members []etcd.Member) []voter {
 	return voters
 }
 
+// fenceReads returns the fence's reads when they were made at most freshness before now.
+func (h *headStart) fenceReads(now time.Time, freshness time.Duration) (fenceReads, bool) {
+	if h == nil || h.fence == nil {
+		return fenceReads{}, false
+	}
+	reads, _ := h.fence.wait()
+	return reads, now.Sub(reads.started) <= freshness
+}
+
 // wait waits for everything started.
 func (h *headStart) wait() {
 	if h == nil {
 		return
+	}
+	if h.fence != nil {
+		_, _ = h.fence.wait()
 	}
 	if h.intent != nil {
 		_, _ = h.intent.wait()

@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -73,7 +74,7 @@ func (r *LeaveReconciler) learner(ctx context.Context, m *v1alpha1.EtcdMember, t
 		return ctrl.Result{}, err
 	}
 	logf.FromContext(ctx).Info("Promoted learner to voter", "memberID", m.Status.MemberID)
-	delete(r.promoteBackoff, m.UID)
+	r.promoteBackoff().Forget(m.UID)
 	r.timers.forget(target.ID)
 	metrics.LearnerPromotions.Inc()
 	m.Status.IsLearner = false
@@ -94,33 +95,33 @@ func highestVoterIndex(members []etcd.Member, probes Probes) uint64 {
 	return lead
 }
 
-// nextPromoteWait doubles the wait after each refusal, within bounds.
+// nextPromoteWait doubles the wait after each refusal, within bounds, per learner.
 func (r *LeaveReconciler) nextPromoteWait(uid types.UID) time.Duration {
-	if r.promoteBackoff == nil {
-		r.promoteBackoff = map[types.UID]time.Duration{}
+	return r.promoteBackoff().When(uid)
+}
+
+// promoteBackoff is the term's back-off between promotions etcd refused as not ready.
+func (r *LeaveReconciler) promoteBackoff() workqueue.TypedRateLimiter[types.UID] {
+	if r.promoteRefusals == nil {
+		r.promoteRefusals = workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](promoteBackoffMin, promoteBackoffMax)
 	}
-	wait := max(r.promoteBackoff[uid], promoteBackoffMin)
-	r.promoteBackoff[uid] = min(2*wait, promoteBackoffMax)
-	return wait
+	return r.promoteRefusals
 }
 
 // evict removes a learner that stalled. A learner has no vote, so its removal needs no guard.
 func (r *LeaveReconciler) evict(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member) (ctrl.Result, error) {
 	status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonEvicting,
 		fmt.Sprintf("Removing learner %s: it made no progress for --learner-stall-timeout %s.", m.Status.MemberID, r.LearnerStallTimeout))
-	// The intent, written first: a leader that stops after the removal leaves the next one
-	// Evicting to go by.
-	if err := r.Client.Status().Update(ctx, m); err != nil {
+	// The intent, stored first: a leader that stops after the removal leaves the next one what
+	// tells an eviction from a removal by someone else.
+	if _, err := r.Intents.Put(ctx, target.ID, evictionRequest(m)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("recording intent to evict %s: %w", m.Name, err)
 	}
 	logf.FromContext(ctx).Info("Evicting stalled learner", "memberID", m.Status.MemberID, "peerURLs", target.PeerURLs)
-	evicting := func(fresh *v1alpha1.EtcdMember) bool {
-		return status.HasReason(fresh, v1alpha1.ConditionPromoted, v1alpha1.ReasonEvicting)
-	}
-	if err := r.removeMember(ctx, m, target, "evicting", evicting); err != nil {
+	if err := r.removeMember(ctx, m, target, "evicting", anyState, nil); err != nil {
 		return ctrl.Result{}, fmt.Errorf("evicting stalled learner %s: %w", m.Status.MemberID, err)
 	}
-	delete(r.promoteBackoff, m.UID)
+	r.promoteBackoff().Forget(m.UID)
 	r.timers.forget(target.ID)
 	metrics.LearnerEvictions.Inc()
 	evicted(m)

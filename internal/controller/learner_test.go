@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd/etcdfake"
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
@@ -31,13 +32,19 @@ func TestPromoteBackoffDoublesWithinBounds(t *testing.T) {
 	}
 }
 
-// TestMarkGoneAfterEviction: a leader that stopped between writing Evicting and the outcome
-// leaves the next one enough to report the eviction, not an unexplained disappearance.
+// TestMarkGoneAfterEviction: an agent from before the eviction intent that stopped between
+// writing Evicting and the outcome leaves the next leader enough to report the eviction, not an
+// unexplained disappearance.
 func TestMarkGoneAfterEviction(t *testing.T) {
 	m := member(false,
 		cond(v1alpha1.ConditionJoined, metav1.ConditionTrue, v1alpha1.ReasonInMemberList),
 		cond(v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonEvicting))
-	markGone(m, false)
+	r := &LeaveReconciler{Intents: etcdfake.New(etcdfake.Voters(1)...).Intents()}
+	by, err := r.whoRemoved(context.Background(), m, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	markGone(m, by)
 	if !status.HasReason(m, v1alpha1.ConditionJoined, v1alpha1.ReasonEvicted) ||
 		!status.HasReason(m, v1alpha1.ConditionPromoted, v1alpha1.ReasonStalled) {
 		t.Fatalf("after an interrupted eviction: %+v", m.Status.Conditions)

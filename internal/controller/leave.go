@@ -53,32 +53,23 @@ const (
 // those that stalled: every membership change of the cluster, one at a time.
 type LeaveReconciler struct {
 	Client client.Client
-	Etcd   *etcd.Client
-	// Pool holds the term's connections to each member, shared with the watcher's probes.
-	Pool   *etcd.Pool
-	Events *events.Recorder
+	// APIReader reads around the cache: fence re-reads the object there right before a change.
+	APIReader client.Reader
+	Events    *events.Recorder
+
+	Etcd Cluster
+	// Peers holds the term's connections to each member, shared with the watcher's probes.
+	Peers Peers
 	// Intents stores the intent before every removal, in etcd itself: a leader that stops between
 	// the removal and its status write leaves the next one what tells "we removed it" from "it
 	// vanished".
-	Intents *etcd.Intents
-
-	// LocalMemberID returns the member ID of this agent's own node, or 0 while unknown. The leader
-	// never removes that member: its own etcd, and maybe its apiserver, would vanish mid-write.
-	LocalMemberID func() uint64
-	// HandOver asks the agent to give up leadership so another agent removes the local member. It
-	// returns false when that cannot help: leader election is off, or a hand-over for this member
-	// just ended with leadership straight back here, meaning no other agent is campaigning.
-	HandOver func(memberID uint64) bool
+	Intents IntentStore
+	// Leadership is the agent's term: its own member, whether the term holds, the hand-over.
+	Leadership Leadership
 
 	// Probes returns the leader's periodic probes (false before the first); they drive the
 	// Healthy and Removable conditions, status.health, promotion and the unreachable policy.
 	Probes func() (Probes, bool)
-
-	// APIReader reads around the cache: fence re-reads the object there right before a change.
-	APIReader client.Reader
-	// TermHeld fails once this agent's leadership term no longer holds; nil without leader
-	// election. fence calls it right before every membership change.
-	TermHeld func(context.Context) error
 
 	// ChangeLock is held for a whole reconcile and shared by every leadership term of an agent, so a
 	// term that ends mid-change can never overlap a new term's first change.
@@ -97,7 +88,11 @@ type LeaveReconciler struct {
 	RemoveUnreachableAfter time.Duration
 	MinVoters              int
 
-	// Clock times the unreachable and learner-stall policies; nil is the real clock.
+	// DiscoveryGrace is how long a member may go without an object before the leader creates
+	// one (DiscoveryGrace(poll interval)).
+	DiscoveryGrace time.Duration
+
+	// Clock times the unreachable and learner-stall policies and discovery; nil is the real clock.
 	Clock clock.PassiveClock
 
 	// timers hold this term's view of how long each member has been unreachable or stalled.
@@ -108,8 +103,12 @@ type LeaveReconciler struct {
 	lastPeerUpdate time.Time
 	// leaveSeen records when this term first saw each pending leave, for LeaveDuration.
 	leaveSeen map[types.UID]time.Time
-	// promoteBackoff is the next wait after etcd refused to promote each learner as not ready.
-	promoteBackoff map[types.UID]time.Duration
+	// fenceFreshness overrides the const of that name in tests; a negative one re-reads always.
+	fenceFreshness time.Duration
+	// unregistered records since when each member without an object has been seen.
+	unregistered map[uint64]time.Time
+	// promoteRefusals backs off, per learner, the promotions etcd refused as not ready.
+	promoteRefusals workqueue.TypedRateLimiter[types.UID]
 }
 
 // SetupWithManager registers the controller. membershipChanged delivers every object whenever
@@ -136,6 +135,9 @@ func (r *LeaveReconciler) SetupWithManager(mgr ctrl.Manager, membershipChanged *
 func (r *LeaveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	r.ChangeLock.Lock()
 	defer r.ChangeLock.Unlock()
+	if req.Name == discoveryRequest {
+		return r.discoverMembers(ctx)
+	}
 
 	m := &v1alpha1.EtcdMember{}
 	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
@@ -145,8 +147,12 @@ func (r *LeaveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	head := r.headStart(ctx, m)
 	// The head start's calls end with this reconcile, whichever way it ends.
 	defer head.wait()
+	// etcd never gives a removed member's ID to another member, so an object recorded as gone
+	// needs no member list: such objects are a cluster's history, usually most of its objects,
+	// and a full resync then costs no etcd call for them. Only a new member's takeover changes
+	// one again, and that write sets Joined=True with the new ID.
 	var members []etcd.Member
-	if !settledGone(m) {
+	if !m.RecordedGone() {
 		var err error
 		if members, err = r.Etcd.MemberList(ctx); err != nil {
 			return ctrl.Result{}, err
@@ -187,16 +193,6 @@ func onServerError(write func() error) error {
 	}, write)
 }
 
-// settledGone tells whether the object already records that its member left etcd. etcd never
-// gives a removed member's ID to another member, so that member cannot come back and the object
-// needs no member list. Such objects are a cluster's history, usually most of its objects, and a
-// full resync then costs no etcd call for them. Only a new member's takeover changes one again,
-// and that write sets Joined=True with the new ID.
-func settledGone(m *v1alpha1.EtcdMember) bool {
-	c := status.Get(m, v1alpha1.ConditionJoined)
-	return c != nil && c.Status == metav1.ConditionFalse
-}
-
 // syncFinalizer holds FinalizerMember exactly while the member is in etcd: a deletion the
 // admission policy let through (spec.leave is set) then waits until the leave is done.
 func (r *LeaveReconciler) syncFinalizer(ctx context.Context, m *v1alpha1.EtcdMember) error {
@@ -225,13 +221,13 @@ func (r *LeaveReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember,
 		}
 		return ctrl.Result{}, nil
 	}
-	target, found := find(members, id)
+	target, found := etcd.FindMember(members, id)
 	if !found {
-		ours, err := r.removalIntended(ctx, m, id, head)
+		by, err := r.whoRemoved(ctx, m, id, head)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		markGone(m, ours)
+		markGone(m, by)
 		forgetHealth(m)
 		r.timers.forget(id)
 		return ctrl.Result{}, nil
@@ -254,7 +250,7 @@ func (r *LeaveReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember,
 	if c := status.Get(m, v1alpha1.ConditionLeft); c != nil && c.Status == metav1.ConditionFalse {
 		// A cancelled request may have left an intent behind (a failed removal, a leader that
 		// stopped); it must not make a later removal by someone else look like ours.
-		if err := r.Etcd.DeleteRemovalIntent(ctx, id); err != nil {
+		if err := r.Intents.Delete(ctx, id); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -283,29 +279,72 @@ func soonest(a, b ctrl.Result) ctrl.Result {
 	return a
 }
 
-// removalIntended tells whether a leader decided to remove member id before this reconcile: the
-// object already says Removed, or etcd holds an intent for it. An object already recorded as gone
-// keeps its verdict. An intent this reconcile's head start stored proves nothing; one it found
-// already stored does.
-func (r *LeaveReconciler) removalIntended(ctx context.Context, m *v1alpha1.EtcdMember, id uint64, head *headStart) (bool, error) {
-	if settledGone(m) {
-		return status.HasReason(m, v1alpha1.ConditionJoined, v1alpha1.ReasonRemoved), nil
+// removal says who removed a member that is no longer in etcd.
+type removal int
+
+const (
+	// removedElsewhere: nobody etcdmember knows of (etcdctl, another tool), or a request since
+	// cancelled.
+	removedElsewhere removal = iota
+	removedOnRequest
+	evictedStalled
+)
+
+// whoRemoved tells whether a leader removed member id before this reconcile: the object already
+// records the outcome, or etcd holds an intent naming the object's current leave request or its
+// eviction. An intent this reconcile's head start stored proves nothing; one it found already
+// stored does. An intent of an earlier request, since cancelled, proves nothing either: a removal
+// by someone else after the cancel is not ours.
+func (r *LeaveReconciler) whoRemoved(ctx context.Context, m *v1alpha1.EtcdMember, id uint64, head *headStart) (removal, error) {
+	switch {
+	case status.HasReason(m, v1alpha1.ConditionJoined, v1alpha1.ReasonRemoved):
+		return removedOnRequest, nil
+	case status.HasReason(m, v1alpha1.ConditionJoined, v1alpha1.ReasonEvicted),
+		// Agents before the eviction intent wrote Evicting before the removal instead.
+		status.HasReason(m, v1alpha1.ConditionPromoted, v1alpha1.ReasonEvicting):
+		return evictedStalled, nil
+	case m.RecordedGone():
+		return removedElsewhere, nil
 	}
+	var (
+		prior string
+		err   error
+	)
 	if head.intending() {
-		return head.intentFound()
+		prior, err = head.priorIntent()
+	} else {
+		prior, err = r.Intents.Get(ctx, id)
 	}
-	return r.Etcd.RemovalIntent(ctx, id)
+	switch {
+	case err != nil:
+		return removedElsewhere, err
+	case m.Spec.Leave && prior == leaveRequest(m):
+		return removedOnRequest, nil
+	case prior == evictionRequest(m):
+		return evictedStalled, nil
+	}
+	return removedElsewhere, nil
 }
 
-// markGone records that the member is no longer in etcd; intended says a leader decided to
-// remove it, so that a leader that stopped mid-removal still has it reported as removed.
-func markGone(m *v1alpha1.EtcdMember, intended bool) {
-	if status.HasReason(m, v1alpha1.ConditionPromoted, v1alpha1.ReasonEvicting) ||
-		status.HasReason(m, v1alpha1.ConditionJoined, v1alpha1.ReasonEvicted) {
+// leaveRequest names the object's current leave request in its intent: any change of spec, a
+// cancel or a new request, moves the generation on.
+func leaveRequest(m *v1alpha1.EtcdMember) string {
+	return fmt.Sprintf("%s uid=%s generation=%d", m.Name, m.UID, m.Generation)
+}
+
+// evictionRequest names the eviction of the learner the object records.
+func evictionRequest(m *v1alpha1.EtcdMember) string {
+	return fmt.Sprintf("evict %s uid=%s member=%s", m.Name, m.UID, m.Status.MemberID)
+}
+
+// markGone records that the member is no longer in etcd, and who removed it: a leader that
+// stopped mid-removal still has it reported as its own.
+func markGone(m *v1alpha1.EtcdMember, by removal) {
+	switch by {
+	case evictedStalled:
 		evicted(m)
 		return
-	}
-	if intended {
+	case removedOnRequest:
 		removed(m)
 		return
 	}
@@ -332,31 +371,36 @@ func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, tar
 		r.leaveSeen = map[types.UID]time.Time{}
 	}
 	if _, ok := r.leaveSeen[m.UID]; !ok {
-		r.leaveSeen[m.UID] = time.Now()
+		r.leaveSeen[m.UID] = r.now()
 	}
-	if target.ID == r.LocalMemberID() {
+	if target.ID == r.Leadership.LocalMemberID() {
 		return r.handOver(ctx, m, target), nil
 	}
 	if !r.guard(ctx, m, target, members, head.votersFor(members)) {
 		// An intent stored for a removal that did not happen must not make a later removal by
 		// someone else look like ours. A write that failed may have landed all the same.
 		if head.intending() {
-			_, _ = head.intentFound()
-			if err := r.Etcd.DeleteRemovalIntent(ctx, target.ID); err != nil {
+			_, _ = head.priorIntent()
+			if err := r.Intents.Delete(ctx, target.ID); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
 		return ctrl.Result{RequeueAfter: r.RecheckInterval}, nil
 	}
 	if head.intending() {
-		if _, err := head.intentFound(); err != nil {
+		if _, err := head.priorIntent(); err != nil {
 			return ctrl.Result{}, err
 		}
-	} else if _, err := r.Intents.Put(ctx, target.ID, m.Name); err != nil {
+	} else if _, err := r.Intents.Put(ctx, target.ID, leaveRequest(m)); err != nil {
 		return ctrl.Result{}, err
 	}
 	log.Info("Removing member from etcd", "peerURLs", target.PeerURLs)
-	if err := r.removeMember(ctx, m, target, "removing", stillLeaving); err != nil {
+	if err := r.removeMember(ctx, m, target, "removing", stillLeaving, head); err != nil {
+		if errors.Is(err, errNotWanted) {
+			// Cancelled after the intent was stored: withdrawn, so a later removal by someone
+			// else is not reported as ours. A leader whose term ended leaves that to the next.
+			return ctrl.Result{}, errors.Join(err, r.Intents.Delete(ctx, target.ID))
+		}
 		if errors.Is(err, ErrFenced) {
 			return ctrl.Result{}, err
 		}
@@ -365,15 +409,24 @@ func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, tar
 		return ctrl.Result{}, err
 	}
 	removed(m)
-	metrics.LeaveDuration.Observe(time.Since(r.leaveSeen[m.UID]).Seconds())
+	metrics.LeaveDuration.Observe(r.now().Sub(r.leaveSeen[m.UID]).Seconds())
 	delete(r.leaveSeen, m.UID)
 	return ctrl.Result{}, nil
 }
 
-// removeMember removes the member from etcd once fence agrees; one already gone counts as removed.
-func (r *LeaveReconciler) removeMember(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, change string, wanted func(*v1alpha1.EtcdMember) bool) error {
+// removeMember removes the member from etcd once fence agrees, on the head start's reads when
+// they are fresh enough; one already gone counts as removed.
+func (r *LeaveReconciler) removeMember(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, change string, wanted func(*v1alpha1.EtcdMember) bool, head *headStart) error {
 	failpoint.Hit(failpoint.LeaveBeforeRemove)
-	if err := r.fence(ctx, m, change, wanted); err != nil {
+	freshness := fenceFreshness
+	if r.fenceFreshness != 0 {
+		freshness = r.fenceFreshness
+	}
+	reads, fresh := head.fenceReads(r.now(), freshness)
+	if !fresh {
+		reads = r.readFence(ctx, m, r.now())
+	}
+	if err := reads.verdict(m, change, wanted); err != nil {
 		return err
 	}
 	if err := r.Etcd.MemberRemove(ctx, target.ID); err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
@@ -385,7 +438,7 @@ func (r *LeaveReconciler) removeMember(ctx context.Context, m *v1alpha1.EtcdMemb
 
 // handOver deals with a leave for the leader's own member.
 func (r *LeaveReconciler) handOver(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member) ctrl.Result {
-	if r.HandOver(target.ID) {
+	if r.Leadership.HandOver(target.ID) {
 		logf.FromContext(ctx).Info("Handing leadership over to remove own member", "memberID", m.Status.MemberID)
 		// Once nobody took over, keep saying so while retrying rather than flapping.
 		if !status.HasReason(m, v1alpha1.ConditionLeft, v1alpha1.ReasonNoOtherAgent) {
@@ -407,13 +460,4 @@ func (r *LeaveReconciler) now() time.Time {
 		return time.Now()
 	}
 	return r.Clock.Now()
-}
-
-func find(members []etcd.Member, id uint64) (etcd.Member, bool) {
-	for _, m := range members {
-		if m.ID == id {
-			return m, true
-		}
-	}
-	return etcd.Member{}, false
 }

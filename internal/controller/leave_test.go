@@ -55,26 +55,26 @@ func TestMarkGone(t *testing.T) {
 	cases := []struct {
 		name       string
 		in         *v1alpha1.EtcdMember
-		intended   bool
+		by         removal
 		joined     string
 		leftStatus metav1.ConditionStatus
 		leftReason string
 	}{
-		{"vanished without a request", member(false, joined), false, v1alpha1.ReasonNotFound, "", ""},
-		{"already gone when asked to leave", member(true, joined), false, v1alpha1.ReasonNotFound, metav1.ConditionTrue, v1alpha1.ReasonNotFound},
-		{"leader stopped between removing and writing status", member(true, joined), true,
+		{"vanished without a request", member(false, joined), removedElsewhere, v1alpha1.ReasonNotFound, "", ""},
+		{"already gone when asked to leave", member(true, joined), removedElsewhere, v1alpha1.ReasonNotFound, metav1.ConditionTrue, v1alpha1.ReasonNotFound},
+		{"leader stopped between removing and writing status", member(true, joined), removedOnRequest,
 			v1alpha1.ReasonRemoved, metav1.ConditionTrue, v1alpha1.ReasonRemoved},
 		{"removed earlier stays removed", member(true,
 			cond(v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonRemoved),
-			cond(v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved)), true,
+			cond(v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved)), removedOnRequest,
 			v1alpha1.ReasonRemoved, metav1.ConditionTrue, v1alpha1.ReasonRemoved},
 		{"refused request whose member then vanished", member(true, joined,
-			cond(v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk)), false,
+			cond(v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk)), removedElsewhere,
 			v1alpha1.ReasonNotFound, metav1.ConditionTrue, v1alpha1.ReasonNotFound},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			markGone(tc.in, tc.intended)
+			markGone(tc.in, tc.by)
 			j := status.Get(tc.in, v1alpha1.ConditionJoined)
 			if j.Status != metav1.ConditionFalse || j.Reason != tc.joined {
 				t.Errorf("Joined = %s/%s, want False/%s", j.Status, j.Reason, tc.joined)
@@ -134,21 +134,6 @@ func TestReconcileOfSettledObjectReadsNoMemberList(t *testing.T) {
 	}
 	if got.Status.ObservedGeneration != got.Generation {
 		t.Errorf("observedGeneration = %d, want %d", got.Status.ObservedGeneration, got.Generation)
-	}
-
-	for _, tc := range []struct {
-		name string
-		m    *v1alpha1.EtcdMember
-		want bool
-	}{
-		{"no Joined condition yet", member(false), false},
-		{"joined", member(false, cond(v1alpha1.ConditionJoined, metav1.ConditionTrue, v1alpha1.ReasonInMemberList)), false},
-		{"removed", member(true, cond(v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonRemoved)), true},
-		{"evicted", member(false, cond(v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonEvicted)), true},
-	} {
-		if got := settledGone(tc.m); got != tc.want {
-			t.Errorf("%s: settledGone = %t, want %t", tc.name, got, tc.want)
-		}
 	}
 }
 

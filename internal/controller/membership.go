@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -18,7 +19,6 @@ import (
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
-	"github.com/etcdmember/kubectl-etcdmember/internal/events"
 )
 
 // Defaults of the watcher's intervals.
@@ -53,24 +53,18 @@ type Probes struct {
 func (p Probes) Healthy(id uint64) bool { return p.Members[id].Serving }
 
 // MembershipWatcher watches what etcd has no watch for: its member list and its members' health.
-// When either changes, and at least every health refresh interval, it creates objects for members
-// that have none, then asks the controller to reconcile every object. It runs on the leader only.
+// When either changes, and at least every health refresh interval, it asks the controller to run
+// discovery (objects for members that have none) and to reconcile every object. It only observes:
+// every write is the reconciler's, one at a time. It runs on the leader only.
 type MembershipWatcher struct {
 	client        client.Client
-	reader        client.Reader
-	etcd          *etcd.Client
-	pool          *etcd.Pool
-	events        *events.Recorder
+	etcd          Cluster
+	peers         Peers
 	pollInterval  time.Duration
 	probeInterval time.Duration
 	probeTimeout  time.Duration
 	refresh       time.Duration
 	enqueue       chan event.GenericEvent
-
-	// discoveryGrace is how long a member may go without an object before the watcher creates
-	// one; unregistered records since when each such member has been seen.
-	discoveryGrace time.Duration
-	unregistered   map[uint64]time.Time
 
 	mu     sync.Mutex
 	probes *Probes
@@ -86,15 +80,14 @@ type WatcherConfig struct {
 	HealthRefresh time.Duration
 }
 
-// NewMembershipWatcher polls etcd and probes members over pool; c writes discovered objects and
-// reader reads around the cache, so that a member is never given two objects.
-func NewMembershipWatcher(c client.Client, reader client.Reader, e *etcd.Client, pool *etcd.Pool, recorder *events.Recorder, cfg WatcherConfig) *MembershipWatcher {
+// NewMembershipWatcher polls etcd and probes members over peers; c lists the objects to enqueue.
+// It writes nothing: discovery runs in the reconciler, on the watcher's request.
+func NewMembershipWatcher(c client.Client, e Cluster, peers Peers, cfg WatcherConfig) *MembershipWatcher {
 	return &MembershipWatcher{
-		client: c, reader: reader, etcd: e, pool: pool, events: recorder,
+		client: c, etcd: e, peers: peers,
 		pollInterval: cfg.PollInterval, probeInterval: cfg.ProbeInterval, probeTimeout: cfg.ProbeTimeout,
-		refresh:        cfg.HealthRefresh,
-		discoveryGrace: discoveryPolls * cfg.PollInterval,
-		enqueue:        make(chan event.GenericEvent, 64),
+		refresh: cfg.HealthRefresh,
+		enqueue: make(chan event.GenericEvent, 64),
 	}
 }
 
@@ -120,8 +113,6 @@ func (w *MembershipWatcher) NeedLeaderElection() bool { return true }
 type pollState struct {
 	members     []etcd.Member
 	lastEnqueue time.Time
-	// waiting: members without an object are waiting out the discovery grace.
-	waiting bool
 }
 
 // Start polls the member list every poll interval and probes the members every probe interval,
@@ -148,9 +139,9 @@ func (w *MembershipWatcher) Start(ctx context.Context) error {
 	}
 }
 
-// poll reads the member list, probes the members when due or when membership changed, creates
-// objects for unregistered members, and enqueues every object when membership or health changed
-// or the refresh interval has passed.
+// poll reads the member list, probes the members when due or when membership changed, and
+// enqueues discovery and every object when membership or health changed or the refresh interval
+// has passed.
 func (w *MembershipWatcher) poll(ctx context.Context, state *pollState, probeDue bool) {
 	log := logf.FromContext(ctx)
 	if err := w.recordObjects(ctx); err != nil {
@@ -163,16 +154,13 @@ func (w *MembershipWatcher) poll(ctx context.Context, state *pollState, probeDue
 	}
 	changed := !reflect.DeepEqual(state.members, members)
 	if changed {
-		w.pool.Retain(members)
+		w.peers.Retain(members)
 	}
 	if changed || probeDue {
 		changed = w.probe(ctx, members) || changed
 	}
-	if changed || state.waiting {
+	if changed {
 		state.members = members
-		if state.waiting, err = w.discover(ctx, members); err != nil {
-			log.Error(err, "Creating objects for unregistered members failed")
-		}
 	}
 	if !changed && time.Since(state.lastEnqueue) < w.refresh {
 		return
@@ -199,7 +187,7 @@ func (w *MembershipWatcher) probe(ctx context.Context, members []etcd.Member) bo
 	)
 	for _, m := range members {
 		wg.Go(func() {
-			h := w.pool.Probe(ctx, m, w.probeTimeout)
+			h := w.peers.Probe(ctx, m, w.probeTimeout)
 			if h.Err != nil {
 				logf.FromContext(ctx).V(1).Info("Member unhealthy", "member", m.Name, "memberID", etcd.IDString(m.ID), "error", h.Err.Error())
 			}
@@ -257,9 +245,14 @@ func (w *MembershipWatcher) enqueueAll(ctx context.Context) error {
 	if err := w.client.List(ctx, &list); err != nil {
 		return err
 	}
+	// Discovery first, so that a member's new object is reconciled in the same round.
+	objects := []client.Object{&v1alpha1.EtcdMember{ObjectMeta: metav1.ObjectMeta{Name: discoveryRequest}}}
 	for i := range list.Items {
+		objects = append(objects, &list.Items[i])
+	}
+	for _, o := range objects {
 		select {
-		case w.enqueue <- event.GenericEvent{Object: &list.Items[i]}:
+		case w.enqueue <- event.GenericEvent{Object: o}:
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -91,7 +91,7 @@ func TestPeerNoticesOncePerChange(t *testing.T) {
 func TestPeerUpdateRefusedWhenLosingTheMemberCostsQuorum(t *testing.T) {
 	scheme := testScheme(t)
 	c := fake.NewClientBuilder().WithScheme(scheme).Build()
-	r := &LeaveReconciler{Events: &events.Recorder{Client: c, Namespace: "kube-system"}, RecheckInterval: time.Second}
+	r := &LeaveReconciler{Events: &events.Recorder{Client: c, Namespace: "kube-system"}, RecheckInterval: time.Second, Leadership: &fakeTerm{}}
 	members := []etcd.Member{
 		{ID: 1, PeerURLs: []string{"http://10.0.0.1:2380"}},
 		{ID: 2, PeerURLs: []string{"http://10.0.0.2:2380"}},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
@@ -27,7 +28,7 @@ func (r *LeaveReconciler) guard(ctx context.Context, m *v1alpha1.EtcdMember, tar
 	}
 	log := logf.FromContext(ctx)
 	if voters == nil {
-		voters = probeVoters(ctx, r.Pool, members, target.ID, r.ProbeTimeout)
+		voters = probeVoters(ctx, r.Peers, members, target.ID, r.ProbeTimeout)
 	}
 	verdict := checkRemoval(voters, target, m.Name)
 	forced := m.Annotations[v1alpha1.AnnotationForceLeave] == "true"
@@ -100,7 +101,7 @@ type voter struct {
 // probeVoters probes every voting member except skip, each over its pooled connection and in
 // parallel, so the whole check costs one probe timeout at most. The target's own health does not
 // change the verdict: it is leaving either way.
-func probeVoters(ctx context.Context, pool *etcd.Pool, members []etcd.Member, skip uint64, timeout time.Duration) []voter {
+func probeVoters(ctx context.Context, peers Peers, members []etcd.Member, skip uint64, timeout time.Duration) []voter {
 	var (
 		voters []voter
 		wg     sync.WaitGroup
@@ -115,7 +116,7 @@ func probeVoters(ctx context.Context, pool *etcd.Pool, members []etcd.Member, sk
 			continue
 		}
 		wg.Go(func() {
-			h := pool.Probe(ctx, voters[i].Member, timeout)
+			h := peers.Probe(ctx, voters[i].Member, timeout)
 			voters[i].Healthy, voters[i].Leader, voters[i].AnsweredBy = h.Serving, h.Status.Leader, h.AnsweredBy
 			if h.Err != nil {
 				logf.FromContext(ctx).V(1).Info("Voter unhealthy", "member", voters[i].Name, "error", h.Err.Error())
@@ -173,7 +174,7 @@ func (r *LeaveReconciler) moveLeaderAway(ctx context.Context, m *v1alpha1.EtcdMe
 			return
 		}
 		log.Info("Moving etcd leadership away from the leaving member", "to", v.Name)
-		if err := r.Pool.MoveLeader(ctx, target, v.ID); err != nil {
+		if err := r.Peers.MoveLeader(ctx, target, v.ID); err != nil {
 			log.Error(err, "Moving etcd leadership failed; removing anyway")
 			return
 		}
@@ -193,16 +194,13 @@ func (r *LeaveReconciler) awaitLeader(ctx context.Context, leader, leaving uint6
 		if v.ID == leaving || !v.Healthy {
 			continue
 		}
-		for {
-			h := r.Pool.Probe(ctx, v.Member, time.Until(deadline))
-			if h.Serving && h.Status.Leader == leader {
-				break
-			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				logf.FromContext(ctx).Info("A voter does not follow the new etcd leader yet; removing anyway", "member", v.Name)
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
+		follows := func(ctx context.Context) (bool, error) {
+			h := r.Peers.Probe(ctx, v.Member, time.Until(deadline))
+			return h.Serving && h.Status.Leader == leader, nil
+		}
+		if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, time.Until(deadline), true, follows); err != nil {
+			logf.FromContext(ctx).Info("A voter does not follow the new etcd leader yet; removing anyway", "member", v.Name)
+			return
 		}
 	}
 }

@@ -33,7 +33,7 @@ func TestRemovableIgnoresLearners(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			m := member(false)
-			target, _ := find(members, tc.target)
+			target, _ := etcd.FindMember(members, tc.target)
 			setRemovable(m, target, members, probesOf(tc.healthy), true)
 			c := status.Get(m, v1alpha1.ConditionRemovable)
 			if c == nil || c.Status != tc.status || c.Reason != tc.reason {

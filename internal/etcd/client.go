@@ -41,6 +41,16 @@ type Member struct {
 	IsLearner  bool
 }
 
+// FindMember returns the member with this ID from a member list.
+func FindMember(members []Member, id uint64) (Member, bool) {
+	for _, m := range members {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
 // IDString formats a member ID the way etcdctl prints it.
 func IDString(id uint64) string { return strconv.FormatUint(id, 16) }
 

@@ -39,19 +39,18 @@ type Intents struct {
 // NewIntents returns an Intents that writes through c.
 func NewIntents(c *Client) *Intents { return &Intents{c: c} }
 
-// Put records that member id is about to be removed on the request of object, and tells whether
-// an intent for it was stored already: by an earlier leader, which may have removed the member
-// before it stopped. It returns once the cluster's quorum stored the intent.
-func (i *Intents) Put(ctx context.Context, id uint64, object string) (existed bool, err error) {
+// Put records that member id is about to be removed on request (which names the request, so that
+// a later one is told apart), and returns the request an intent stored before named, "" for none:
+// an earlier leader's, which may have removed the member before it stopped. It returns once the
+// cluster's quorum stored the intent.
+func (i *Intents) Put(ctx context.Context, id uint64, request string) (prior string, err error) {
 	lease, err := i.currentLease(ctx)
 	if err != nil {
-		return false, err
+		return "", err
 	}
 	ctx, cancel := i.c.callContext(ctx)
 	defer cancel()
-	key := RemovalIntentKey(id)
-	put := clientv3.OpPut(key, object, clientv3.WithLease(lease))
-	resp, err := i.c.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).Then(put).Else(put).Commit()
+	resp, err := i.c.cli.Put(ctx, RemovalIntentKey(id), request, clientv3.WithLease(lease), clientv3.WithPrevKV())
 	if err != nil {
 		metrics.EtcdErrors.WithLabelValues("IntentPut").Inc()
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
@@ -60,9 +59,12 @@ func (i *Intents) Put(ctx context.Context, id uint64, object string) (existed bo
 			i.lease = 0
 			i.mu.Unlock()
 		}
-		return false, fmt.Errorf("etcd put of the intent to remove %s: %w", IDString(id), err)
+		return "", fmt.Errorf("etcd put of the intent to remove %s: %w", IDString(id), err)
 	}
-	return resp.Succeeded, nil
+	if resp.PrevKv == nil {
+		return "", nil
+	}
+	return string(resp.PrevKv.Value), nil
 }
 
 func (i *Intents) currentLease(ctx context.Context) (clientv3.LeaseID, error) {
@@ -84,23 +86,27 @@ func (i *Intents) currentLease(ctx context.Context) (clientv3.LeaseID, error) {
 	return i.lease, nil
 }
 
-// RemovalIntent tells whether an intent to remove member id is stored (a linearizable read).
-func (c *Client) RemovalIntent(ctx context.Context, id uint64) (bool, error) {
-	ctx, cancel := c.callContext(ctx)
+// Get returns the request the intent to remove member id names, "" when none is stored (a
+// linearizable read).
+func (i *Intents) Get(ctx context.Context, id uint64) (string, error) {
+	ctx, cancel := i.c.callContext(ctx)
 	defer cancel()
-	resp, err := c.cli.Get(ctx, RemovalIntentKey(id), clientv3.WithCountOnly())
+	resp, err := i.c.cli.Get(ctx, RemovalIntentKey(id))
 	if err != nil {
 		metrics.EtcdErrors.WithLabelValues("IntentGet").Inc()
-		return false, fmt.Errorf("etcd get of the intent to remove %s: %w", IDString(id), err)
+		return "", fmt.Errorf("etcd get of the intent to remove %s: %w", IDString(id), err)
 	}
-	return resp.Count > 0, nil
+	if len(resp.Kvs) == 0 {
+		return "", nil
+	}
+	return string(resp.Kvs[0].Value), nil
 }
 
-// DeleteRemovalIntent withdraws the intent to remove member id; none stored is no error.
-func (c *Client) DeleteRemovalIntent(ctx context.Context, id uint64) error {
-	ctx, cancel := c.callContext(ctx)
+// Delete withdraws the intent to remove member id; none stored is no error.
+func (i *Intents) Delete(ctx context.Context, id uint64) error {
+	ctx, cancel := i.c.callContext(ctx)
 	defer cancel()
-	if _, err := c.cli.Delete(ctx, RemovalIntentKey(id)); err != nil {
+	if _, err := i.c.cli.Delete(ctx, RemovalIntentKey(id)); err != nil {
 		metrics.EtcdErrors.WithLabelValues("IntentDelete").Inc()
 		return fmt.Errorf("etcd delete of the intent to remove %s: %w", IDString(id), err)
 	}

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 )
@@ -41,20 +43,30 @@ func Join(ctx context.Context, c Cluster, req Request, log io.Writer) ([]Var, er
 	return join(ctx, c, req, log, firstBackoff)
 }
 
-func join(ctx context.Context, c Cluster, req Request, log io.Writer, backoff time.Duration) ([]Var, error) {
-	for {
-		vars, err := attempt(ctx, c, req, log)
+func join(ctx context.Context, c Cluster, req Request, log io.Writer, first time.Duration) ([]Var, error) {
+	// first, doubling up to maxBackoff, then maxBackoff until ctx ends. DelayFunc keeps the cap
+	// once it is reached, where ExponentialBackoffWithContext would give up.
+	backoff := wait.Backoff{Duration: first, Factor: 2, Cap: maxBackoff, Steps: math.MaxInt32}.DelayFunc()
+	var (
+		vars  []Var
+		err   error
+		delay time.Duration
+	)
+	// Each refusal computes the next delay, so that its note can say it.
+	waitErr := wait.DelayFunc(func() time.Duration { return delay }).Until(ctx, true, true, func(ctx context.Context) (bool, error) {
+		vars, err = attempt(ctx, c, req, log)
 		if err == nil || !refusedForNow(err) {
-			return vars, err
+			return true, nil
 		}
-		note(log, "etcd refused for now, retrying in %s: %v\n", backoff, err)
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("still refused when the time was up: %w", err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, maxBackoff)
+		delay = backoff()
+		note(log, "etcd refused for now, retrying in %s: %v\n", delay, err)
+		return false, nil
+	})
+	if waitErr != nil {
+		// ctx ended while waiting after a refusal.
+		return nil, fmt.Errorf("still refused when the time was up: %w", err)
 	}
+	return vars, err
 }
 
 // attempt reads the member list afresh each time, so that an add which succeeded although its

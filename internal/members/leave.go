@@ -10,7 +10,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -155,7 +154,7 @@ func stillJoined(m *v1alpha1.EtcdMember, memberID string) error {
 	if memberID != "" && m.Status.MemberID != memberID {
 		return fmt.Errorf("%s now records member %q, not %s (its node re-joined); nothing asked", m.Name, m.Status.MemberID, memberID)
 	}
-	if meta.IsStatusConditionFalse(m.Status.Conditions, v1alpha1.ConditionJoined) {
+	if m.RecordedGone() {
 		j := status.Get(m, v1alpha1.ConditionJoined)
 		return fmt.Errorf("%s: member %s already left etcd (Joined=False %s since %s)", m.Name,
 			m.Status.MemberID, j.Reason, j.LastTransitionTime.UTC().Format(time.RFC3339))

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
@@ -51,7 +50,7 @@ func judge(m *v1alpha1.EtcdMember, since int64) (string, outcome) {
 	}
 	line := fmt.Sprintf("%s: Left=%s %s: %s", m.Name, c.Status, c.Reason, c.Message)
 	switch {
-	case c.Status == metav1.ConditionTrue && meta.IsStatusConditionFalse(m.Status.Conditions, v1alpha1.ConditionJoined):
+	case c.Status == metav1.ConditionTrue && m.RecordedGone():
 		return line, left
 	case c.Status == metav1.ConditionFalse && refusals[c.Reason]:
 		return line, refused

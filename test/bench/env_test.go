@@ -4,11 +4,9 @@ package bench
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
-	"github.com/etcdmember/kubectl-etcdmember/internal/agent"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
@@ -130,18 +127,16 @@ func (e *env) rejoin(m *framework.Member) {
 // waitMember polls the object until ok holds; for waits whose duration is not measured.
 func (e *env) waitMember(name, what string, ok func(*v1alpha1.EtcdMember) bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(settle)
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	err := framework.Poll(settle, 50*time.Millisecond, framework.PerAttempt(callTimeout, func(ctx context.Context) (bool, error) {
 		obj := &v1alpha1.EtcdMember{}
-		err := e.client.Get(ctx, types.NamespacedName{Name: name}, obj)
-		cancel()
-		if err == nil && ok(obj) {
-			return
+		if err := e.client.Get(ctx, types.NamespacedName{Name: name}, obj); err != nil {
+			return false, err
 		}
-		time.Sleep(50 * time.Millisecond)
+		return ok(obj), nil
+	}))
+	if err != nil {
+		e.t.Fatalf("EtcdMember %s: %s not reached within %s", name, what, settle)
 	}
-	e.t.Fatalf("EtcdMember %s: %s not reached within %s", name, what, settle)
 }
 
 // sighting is the moment a watched object first met a condition, and the object then.
@@ -182,7 +177,7 @@ func (e *env) watchMember(ctx context.Context, name string, ok func(*v1alpha1.Et
 func (e *env) watchLeader(ctx context.Context, ok func(*coordinationv1.Lease) bool) <-chan sighting[*coordinationv1.Lease] {
 	e.t.Helper()
 	return watchUntil(ctx, e.t, e.client, &coordinationv1.LeaseList{}, ok,
-		client.InNamespace("kube-system"), client.MatchingFields{"metadata.name": agent.LeaseName})
+		client.InNamespace("kube-system"), client.MatchingFields{"metadata.name": v1alpha1.LeaseName})
 }
 
 // await receives from ch, failing the test when ctx ends first.
@@ -251,5 +246,5 @@ func inMemberList(ctx context.Context, cli *clientv3.Client, id uint64) (bool, e
 	if err != nil {
 		return false, err
 	}
-	return slices.ContainsFunc(resp.Members, func(m *etcdserverpb.Member) bool { return m.ID == id }), nil
+	return framework.FindMember(resp.Members, id) != nil, nil
 }

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
@@ -49,8 +47,7 @@ func (e *env) leaveOnce() leaveSample {
 	gone := goneAt(ctx, e.etcd[stay.Name], id)
 	intent := intentStoredAt(ctx, e.t, e.etcd[stay.Name], id)
 	joinedFalse := e.watchMember(ctx, target.Name, func(m *v1alpha1.EtcdMember) bool {
-		c := status.Get(m, v1alpha1.ConditionJoined)
-		return m.Status.MemberID == idHex && c != nil && c.Status == metav1.ConditionFalse
+		return m.Status.MemberID == idHex && m.RecordedGone()
 	})
 	e.patchLeave(ctx, target.Name)
 	accepted := time.Now()

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/agent"
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
@@ -280,7 +281,7 @@ func (r *report) quietRows() []row {
 	return []row{
 		valueRow("Quiet, production defaults: API writes per member per minute, besides leader election", perMember).
 			withGoal("≤ 1", perMember <= 1, num(perMember)),
-		valueRow("Quiet: leader-election renewals (Lease "+agent.LeaseName+" updates per minute)", q.leaseUpdates[agent.LeaseName]),
+		valueRow("Quiet: leader-election renewals (Lease "+v1alpha1.LeaseName+" updates per minute)", q.leaseUpdates[v1alpha1.LeaseName]),
 		valueRow("Quiet: API requests per minute by all agents together (client side)", total(q.agentRequests)),
 		valueRow("Quiet: etcd gRPC requests per minute, all members (the apiserver's included)", total(q.etcd)),
 		distRow("Quiet: agent RSS (MiB)", rssStats).withGoal("max ≤ 60 MB", rssStats.max*(1<<20) <= 60e6, "max "+num(rssStats.max)+" MiB"),
@@ -367,7 +368,7 @@ func (r *report) markdown() string {
 	b.WriteString("# Benchmarks\n\n")
 	b.WriteString("Written by `make bench` (package `test/bench`, build tag `bench`): every figure below comes from\n")
 	b.WriteString("one run on the real test bed of `test/framework` (real etcd members, a real kube-apiserver,\n")
-	b.WriteString("`bin/kubectl-etcdmember serve` agents with the least-privilege credential of the e2e tests). Run it\n")
+	b.WriteString("`bin/failpoints/kubectl-etcdmember serve` agents (failpoints compiled in, none armed) with the least-privilege credential of the e2e tests). Run it\n")
 	b.WriteString("again to refresh this file; on a machine shared with other tests, re-run when the load below\n")
 	b.WriteString("is high.\n\n")
 	r.writeSetup(&b)

@@ -85,17 +85,16 @@ func (e *env) apiCall(what string, call func(context.Context) error) {
 func (e *env) waitSteady(total int) {
 	e.t.Helper()
 	leader := e.agents[e.leaderAgent()]
-	deadline := time.Now().Add(settle)
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	err := framework.Poll(settle, 200*time.Millisecond, framework.PerAttempt(callTimeout, func(ctx context.Context) (bool, error) {
 		f, err := scrapeURL(ctx, leader.MetricsURL())
-		cancel()
-		if err == nil && f.sum("etcdmember_objects") == float64(total) && idle(f) {
-			return
+		if err != nil {
+			return false, err
 		}
-		time.Sleep(200 * time.Millisecond)
+		return f.sum("etcdmember_objects") == float64(total) && idle(f), nil
+	}))
+	if err != nil {
+		e.t.Fatalf("leader %s did not settle on %d objects within %s", leader.Name, total, settle)
 	}
-	e.t.Fatalf("leader %s did not settle on %d objects within %s", leader.Name, total, settle)
 }
 
 // idle tells whether the leave controller's queue is empty and no reconcile is running.

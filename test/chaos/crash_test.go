@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/etcdmember/kubectl-etcdmember/internal/failpoint"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 // runCrash arms one agent with a failpoint and makes it the only agent able to carry out a leave:
@@ -27,12 +28,12 @@ func (r *run) runCrash(c *crashPlan) {
 	r.mu.Unlock()
 	a.StartUnready(r.t)
 	r.setAgent(x, up)
-	if err := eventually(agentReadyBound, func(context.Context) error {
+	if err := framework.Poll(agentReadyBound, pollEvery, retried(func(context.Context) error {
 		if !r.w.agentReady(x) {
 			return errors.New("not ready")
 		}
 		return nil
-	}); err != nil {
+	})); err != nil {
 		r.violate("armed ready", "the agent of %s, restarted with failpoint %s, did not register: %v", a.Name, c.point, err)
 	}
 	r.logf("  armed agent %s with %s", a.Name, c.point)

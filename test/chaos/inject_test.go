@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 // errSkip marks a step that no longer fits what happened: its target is gone, or taking it down
@@ -160,12 +162,12 @@ func (r *run) bringNode(i int) string {
 	return " and its agent"
 }
 
-// await is eventually, tending the nodes between attempts.
+// await retries check until it returns nil or bound passes, tending the nodes before each attempt.
 func (r *run) await(bound time.Duration, check func(ctx context.Context) error) error {
-	return eventually(bound, func(ctx context.Context) error {
+	return framework.Poll(bound, pollEvery, retried(func(ctx context.Context) error {
 		r.tend()
 		return check(ctx)
-	})
+	}))
 }
 
 // sleep waits for d, tending the nodes meanwhile.

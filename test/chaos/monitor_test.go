@@ -15,6 +15,7 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 	"github.com/etcdmember/kubectl-etcdmember/internal/failpoint"
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 // How often the monitors sample. The member list is read often enough to see every removal
@@ -48,7 +49,7 @@ type memberSample struct {
 }
 
 func (s memberSample) has(id uint64) bool {
-	return slices.ContainsFunc(s.members, func(m *etcdserverpb.Member) bool { return m.ID == id })
+	return framework.FindMember(s.members, id) != nil
 }
 
 func (s memberSample) voters() int {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 // leave asks for member i's removal as an operator would, through spec.leave, on the object
@@ -29,7 +30,7 @@ func (r *run) leave(i int, crash string) (string, error) {
 	}
 	l := &leaveRec{scenario: r.scenario, member: i, name: m.Name, id: m.ID(), idHex: m.IDHex(), crash: crash}
 	sent := false
-	err := eventually(15*time.Second, func(ctx context.Context) error {
+	err := framework.Poll(15*time.Second, pollEvery, retried(func(ctx context.Context) error {
 		obj, err := r.w.object(ctx, m.Name)
 		if err != nil {
 			return err
@@ -51,7 +52,7 @@ func (r *run) leave(i int, crash string) (string, error) {
 		l.issued = time.Now()
 		sent = true
 		return r.w.client.Patch(ctx, obj, patch)
-	})
+	}))
 	switch {
 	case err == nil:
 	case !sent || refused(err):
@@ -88,7 +89,7 @@ func (r *run) cancel(i int) (string, error) {
 		return "", skip("no leave of %s to cancel", nodeName(i))
 	}
 	sent := false
-	err := eventually(15*time.Second, func(ctx context.Context) error {
+	err := framework.Poll(15*time.Second, pollEvery, retried(func(ctx context.Context) error {
 		obj, err := r.w.object(ctx, l.name)
 		if err != nil {
 			return err
@@ -103,7 +104,7 @@ func (r *run) cancel(i int) (string, error) {
 		obj.Spec.Leave = false
 		sent = true
 		return r.w.client.Patch(ctx, obj, patch)
-	})
+	}))
 	if err != nil && (!sent || refused(err)) {
 		return "", skip("cancel %s: %v", l.name, err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 // Outcomes a leave may settle on once every fault is healed.
@@ -215,7 +216,7 @@ func (r *run) releaseLastVoters() {
 		if l.outcome != outcomeLastVoter {
 			continue
 		}
-		err := eventually(settleBound, func(ctx context.Context) error {
+		err := framework.Poll(settleBound, pollEvery, retried(func(ctx context.Context) error {
 			obj, err := r.w.object(ctx, l.name)
 			if err != nil {
 				return err
@@ -231,7 +232,7 @@ func (r *run) releaseLastVoters() {
 				return fmt.Errorf("the cancelled leave still shows: %s", describe(obj))
 			}
 			return nil
-		})
+		}))
 		if err != nil {
 			r.violate("release "+l.name, "cancelling the %s refused as last voter: %v", l, err)
 			continue
@@ -252,13 +253,13 @@ func (r *run) startKilledMembers() {
 		return
 	}
 	var list memberSample
-	if err := eventually(2*callTimeout, func(ctx context.Context) error {
+	if err := framework.Poll(2*callTimeout, pollEvery, retried(func(ctx context.Context) error {
 		resp, err := r.w.memberList(ctx, r.upOrder())
 		if err == nil {
 			list = memberSample{members: resp.Members}
 		}
 		return err
-	}); err != nil {
+	})); err != nil {
 		r.violate("restore list", "reading the member list to restore the baseline: %v", err)
 		return
 	}
@@ -277,7 +278,7 @@ func (r *run) startKilledMembers() {
 func (r *run) rejoinRemoved() {
 	r.t.Helper()
 	var removed []int
-	err := eventually(callTimeout*2, func(ctx context.Context) error {
+	err := framework.Poll(callTimeout*2, pollEvery, retried(func(ctx context.Context) error {
 		resp, err := r.w.memberList(ctx, r.upOrder())
 		if err != nil {
 			return err
@@ -290,7 +291,7 @@ func (r *run) rejoinRemoved() {
 			}
 		}
 		return nil
-	})
+	}))
 	if err != nil {
 		r.violate("restore list", "reading the member list to restore the baseline: %v", err)
 		return
@@ -312,7 +313,7 @@ func (r *run) rejoinRemoved() {
 func (r *run) converge() {
 	r.t.Helper()
 	start := time.Now()
-	err := eventually(settleBound, func(ctx context.Context) error {
+	err := framework.Poll(settleBound, pollEvery, retried(func(ctx context.Context) error {
 		list, objs, err := r.snapshot(ctx)
 		if err != nil {
 			return err
@@ -369,7 +370,7 @@ func (r *run) converge() {
 			errs = append(errs, errors.New("no agent holds the Lease"))
 		}
 		return errors.Join(errs...)
-	})
+	}))
 	if err != nil {
 		r.violate("converge", "the baseline did not come back within %s: %v", settleBound, err)
 		return

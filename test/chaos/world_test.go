@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
-	"github.com/etcdmember/kubectl-etcdmember/internal/agent"
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
@@ -121,7 +120,7 @@ func (w *world) etcdLeader(order []int) (int, bool) {
 func (w *world) leaderAgent() (int, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	lease, err := w.api.Clientset().CoordinationV1().Leases("kube-system").Get(ctx, agent.LeaseName, metav1.GetOptions{})
+	lease, err := w.api.Clientset().CoordinationV1().Leases("kube-system").Get(ctx, v1alpha1.LeaseName, metav1.GetOptions{})
 	if err != nil {
 		return 0, false
 	}
@@ -155,22 +154,12 @@ func (w *world) agentReady(i int) bool {
 	return framework.ReadyzOK(w.agents[i].HealthURL("readyz"), time.Second)
 }
 
-// eventually polls check every 200ms until it returns nil or bound passes, and returns the last
-// error.
-func eventually(bound time.Duration, check func(ctx context.Context) error) error {
-	deadline := time.Now().Add(bound)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		err := check(ctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not within %s: %w", bound, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+// pollEvery is how often the harness's waits try again.
+const pollEvery = 200 * time.Millisecond
+
+// retried is a check the harness retries until it returns nil, each attempt within callTimeout.
+func retried(check func(ctx context.Context) error) framework.Condition {
+	return framework.PerAttempt(callTimeout, framework.Succeeds(check))
 }
 
 // describe renders an object's spec and conditions on one line.

@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
-	"github.com/etcdmember/kubectl-etcdmember/internal/agent"
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
@@ -24,6 +23,7 @@ import (
 // status.advertisedPeerURLs; the leading agent then updates etcd's record and says so in a
 // PeerURLsUpdated Event, and the other members reach the moved one again.
 func TestPeerURLChangeCorrected(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3})
 	m := nonLeaders(e)[0]
 	oldPeerURL := m.PeerURL()
@@ -63,6 +63,7 @@ func TestPeerURLChangeCorrected(t *testing.T) {
 
 // TestPeerURLFlagRejected: a peer URL etcd could not use ends the agent before it starts.
 func TestPeerURLFlagRejected(t *testing.T) {
+	t.Parallel()
 	out, code := runAgentCLI(t, "serve", "--etcd-endpoints", "http://127.0.0.1:1",
 		"--advertise-peer-urls", "http://10.0.0.1:2380,ftp://10.0.0.2:2380")
 	if code == 0 || !strings.Contains(out, "--advertise-peer-urls") || !strings.Contains(out, "scheme must be http or https") {
@@ -74,6 +75,7 @@ func TestPeerURLFlagRejected(t *testing.T) {
 // command once, with the member in its environment, and records the outcome; a restart does not
 // run it again. A failing command gives a Warning with its exit code.
 func TestOnRemovedExecRunsOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3, agents: []string{"node-1"}})
 	if leader := e.leaderAgent(); leader != "node-1" {
 		t.Fatalf("the only agent, node-1, does not lead: %s does", leader)
@@ -86,7 +88,7 @@ func TestOnRemovedExecRunsOnce(t *testing.T) {
 
 	e.leave(ok.Name)
 	e.waitFor(ok.Name, "Left=True/Removed", removedByUs)
-	ev := e.waitEvent(ok.Name, corev1.EventTypeNormal, agent.ReasonOnRemovedExecSucceeded)
+	ev := e.waitEvent(ok.Name, corev1.EventTypeNormal, v1alpha1.ReasonOnRemovedExecSucceeded)
 	for _, want := range []string{"exited with code 0", "cleaned-up-" + ok.Name} {
 		if !strings.Contains(ev.Note, want) {
 			t.Errorf("Event note %q lacks %q", ev.Note, want)
@@ -96,13 +98,13 @@ func TestOnRemovedExecRunsOnce(t *testing.T) {
 	if lines := fileLines(t, runs); !slices.Equal(lines, []string{want}) {
 		t.Fatalf("command ran as %q, want once as %q", lines, want)
 	}
-	if got := e.get(ok.Name).Annotations[agent.AnnotationOnRemovedRan]; got != ok.IDHex() {
-		t.Errorf("annotation %s = %q, want %s", agent.AnnotationOnRemovedRan, got, ok.IDHex())
+	if got := e.get(ok.Name).Annotations[v1alpha1.AnnotationOnRemovedRan]; got != ok.IDHex() {
+		t.Errorf("annotation %s = %q, want %s", v1alpha1.AnnotationOnRemovedRan, got, ok.IDHex())
 	}
 
 	// The second removal leaves node-1 alone: 1 healthy voter of 1, which the guard allows.
 	e.leave(failing.Name)
-	ev = e.waitEvent(failing.Name, corev1.EventTypeWarning, agent.ReasonOnRemovedExecFailed)
+	ev = e.waitEvent(failing.Name, corev1.EventTypeWarning, v1alpha1.ReasonOnRemovedExecFailed)
 	for _, want := range []string{"exit status 3", "about-to-fail"} {
 		if !strings.Contains(ev.Note, want) {
 			t.Errorf("Event note %q lacks %q", ev.Note, want)
@@ -120,14 +122,15 @@ func TestOnRemovedExecRunsOnce(t *testing.T) {
 	if lines := fileLines(t, runs); len(lines) != 1 {
 		t.Fatalf("command ran %d times after a restart, want once: %q", len(lines), lines)
 	}
-	if n := countEvents(e, ok.Name, agent.ReasonOnRemovedExecSucceeded); n != 1 {
-		t.Errorf("%d %s Events, want 1", n, agent.ReasonOnRemovedExecSucceeded)
+	if n := countEvents(e, ok.Name, v1alpha1.ReasonOnRemovedExecSucceeded); n != 1 {
+		t.Errorf("%d %s Events, want 1", n, v1alpha1.ReasonOnRemovedExecSucceeded)
 	}
 }
 
 // TestOnRemovedExecNotRunForRefusedLeave: a leave the quorum guard refuses removes nothing, so
 // the command does not run; once the refusal lifts and the member is removed, it runs once.
 func TestOnRemovedExecNotRunForRefusedLeave(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3, agents: []string{"node-1"}})
 	if leader := e.leaderAgent(); leader != "node-1" {
 		t.Fatalf("the only agent, node-1, does not lead: %s does", leader)
@@ -139,10 +142,8 @@ func TestOnRemovedExecNotRunForRefusedLeave(t *testing.T) {
 
 	e.leave(target.Name)
 	e.waitFor(target.Name, "Left=False/QuorumAtRisk", leftReason(v1alpha1.ReasonQuorumAtRisk))
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if _, err := os.Stat(runs); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("the command ran for a refused leave (stat: %v)", err)
-		}
+	if err := framework.Hold(3*time.Second, pollEvery, notCreated(runs)); err != nil {
+		t.Fatalf("the command ran for a refused leave (%v)", err)
 	}
 
 	dead.Start(t)
@@ -169,10 +170,8 @@ func etcdPeerURLs(t *testing.T, cli *clientv3.Client, id uint64) []string {
 	if err != nil {
 		t.Fatalf("member list: %v", err)
 	}
-	for _, m := range resp.Members {
-		if m.ID == id {
-			return m.PeerURLs
-		}
+	if m := framework.FindMember(resp.Members, id); m != nil {
+		return m.PeerURLs
 	}
 	return nil
 }
@@ -200,14 +199,21 @@ func fileLines(t *testing.T, path string) []string {
 	return strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
 }
 
+// waitUntil waits up to settle for ok to hold.
 func waitUntil(t *testing.T, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(settle)
-	for time.Now().Before(deadline) {
-		if ok() {
-			return
+	framework.Eventually(t, settle, pollEvery, what, func(context.Context) (bool, error) { return ok(), nil })
+}
+
+// notCreated holds while the file at path does not exist; it breaks with the stat's answer.
+func notCreated(path string) framework.Condition {
+	return func(context.Context) (bool, error) {
+		switch _, err := os.Stat(path); {
+		case err == nil:
+			return false, errors.New("stat: the file exists")
+		case !errors.Is(err, os.ErrNotExist):
+			return false, fmt.Errorf("stat: %w", err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		return true, nil
 	}
-	t.Fatalf("%s: not within %s", what, settle)
 }

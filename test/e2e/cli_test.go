@@ -33,6 +33,7 @@ func runAgentCLI(t *testing.T, args ...string) (string, int) {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	out, code := runAgentCLI(t, "--version")
 	if code != 0 || !strings.HasPrefix(out, "kubectl-etcdmember version ") || strings.Contains(out, "version dev") {
 		t.Fatalf("--version: exit %d, %q; want the version make build stamps", code, out)
@@ -42,6 +43,7 @@ func TestVersion(t *testing.T) {
 // TestAgentRefusesBadConfiguration: configuration that cannot work ends the agent with a clear
 // error and a non-zero exit, instead of a crash loop of retries.
 func TestAgentRefusesBadConfiguration(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1

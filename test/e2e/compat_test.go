@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -15,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
-	"github.com/etcdmember/kubectl-etcdmember/internal/agent"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
@@ -25,6 +25,7 @@ import (
 // all, one after the other, because a fresh one per scenario would cost half a minute each; each
 // step leaves three started voters, which is what the next one needs.
 func TestCompatEtcd35(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3, etcdBinary: "etcd-3.5"})
 	step := func(name string) func() {
 		start := time.Now()
@@ -120,6 +121,7 @@ func TestCompatEtcd35(t *testing.T) {
 // etcd's membership stays as it was. The apiserver stores in a current etcd of its own: the test
 // is about the agents' floor, not the apiserver's.
 func TestCompatEtcd34Refused(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3, etcdBinary: "etcd-3.4", separateStorage: true})
 	assertEtcdVersion(t, e.cluster, "3.4.")
 	// newEnv has waited for every agent to register its member: only leading is refused.
@@ -128,17 +130,19 @@ func TestCompatEtcd34Refused(t *testing.T) {
 		t.Logf("agent %s logged its refusal", name)
 	}
 	// Three lease durations (framework.TestAgentArgs): any agent campaigning would have won.
-	for end := time.Now().Add(12 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		lease, err := e.api.Clientset().CoordinationV1().Leases("kube-system").Get(ctx, agent.LeaseName, metav1.GetOptions{})
-		cancel()
+	err := framework.Hold(12*time.Second, pollEvery, framework.PerAttempt(callTimeout, func(ctx context.Context) (bool, error) {
+		lease, err := e.api.Clientset().CoordinationV1().Leases("kube-system").Get(ctx, v1alpha1.LeaseName, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
-			t.Fatalf("reading the Lease %s: %v", agent.LeaseName, err)
+			return false, fmt.Errorf("reading the Lease %s: %w", v1alpha1.LeaseName, err)
 		case framework.LeaseHolder(lease) != "":
-			t.Fatalf("agent %s leads an etcd 3.4 cluster", framework.LeaseHolder(lease))
+			return false, fmt.Errorf("agent %s leads an etcd 3.4 cluster", framework.LeaseHolder(lease))
 		}
+		return true, nil
+	}))
+	if err != nil {
+		t.Fatal(err)
 	}
 	assertMembers(t, e, e.cluster.Members())
 }
@@ -147,19 +151,22 @@ func TestCompatEtcd34Refused(t *testing.T) {
 func waitLogContains(t *testing.T, a *framework.Agent, texts ...string) {
 	t.Helper()
 	var last string
-	for deadline := time.Now().Add(settle); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+	err := framework.Poll(settle, pollEvery, func(context.Context) (bool, error) {
 		data, err := os.ReadFile(a.LogFile())
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			t.Fatalf("agent %s log: %v", a.Name, err)
 		}
 		for line := range strings.SplitSeq(string(data), "\n") {
 			if containsAll(line, texts) {
-				return
+				return true, nil
 			}
 		}
 		last = string(data)
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("agent %s logged no line with %q within %s; its log:\n%s", a.Name, texts, settle, last)
 	}
-	t.Fatalf("agent %s logged no line with %q within %s; its log:\n%s", a.Name, texts, settle, last)
 }
 
 func containsAll(s string, subs []string) bool {

@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 	"github.com/etcdmember/kubectl-etcdmember/internal/failpoint"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 // TestLeaderStoppedAfterRemovalReportsRemoved: the only agent removes a member and exits before it
@@ -14,6 +16,7 @@ import (
 // has to go by, and it must report Removed (which runs the node's --on-removed-exec), not
 // NotFound.
 func TestLeaderStoppedAfterRemovalReportsRemoved(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3, agents: []string{"node-1"}})
 	target := e.cluster.Member("node-2")
 	e.waitFor(target.Name, "Joined=True", joined)
@@ -24,18 +27,15 @@ func TestLeaderStoppedAfterRemovalReportsRemoved(t *testing.T) {
 	a.Start(t)
 	e.leave(target.Name)
 
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if code, exited := a.Exited(); exited {
-			if code != failpoint.ExitCode {
-				t.Fatalf("the agent exited with code %d, not at the failpoint (%d)", code, failpoint.ExitCode)
-			}
-			break
+	err := framework.Poll(time.Minute, 50*time.Millisecond, func(context.Context) (bool, error) {
+		code, exited := a.Exited()
+		if exited && code != failpoint.ExitCode {
+			t.Fatalf("the agent exited with code %d, not at the failpoint (%d)", code, failpoint.ExitCode)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the agent did not reach %s: %s", failpoint.LeaveAfterRemove, describe(e.get(target.Name)))
-		}
-		time.Sleep(50 * time.Millisecond)
+		return exited, nil
+	})
+	if err != nil {
+		t.Fatalf("the agent did not reach %s: %s", failpoint.LeaveAfterRemove, describe(e.get(target.Name)))
 	}
 	if e.etcdMemberIDs()[target.ID()] {
 		t.Fatalf("the agent exited at %s, but member %s is still in etcd", failpoint.LeaveAfterRemove, target.IDHex())
@@ -49,8 +49,8 @@ func TestLeaderStoppedAfterRemovalReportsRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != target.Name || resp.Kvs[0].Lease == 0 {
-		t.Fatalf("removal intent of %s: %v, want one key naming %s, under a lease", target.IDHex(), resp.Kvs, target.Name)
+	if len(resp.Kvs) != 1 || !strings.HasPrefix(string(resp.Kvs[0].Value), target.Name+" uid=") || resp.Kvs[0].Lease == 0 {
+		t.Fatalf("removal intent of %s: %v, want one key naming the request of %s, under a lease", target.IDHex(), resp.Kvs, target.Name)
 	}
 
 	a.SetEnv(t)

@@ -4,18 +4,19 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 // TestDeleteGuard: deleting the object of a joined member is refused until it is asked to leave;
 // then the finalizer holds the object until the member is gone. Deleting a left object just
 // deletes it.
 func TestDeleteGuard(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3})
 	others := nonLeaders(e)
 	target, left := others[0], others[1]
@@ -26,15 +27,14 @@ func TestDeleteGuard(t *testing.T) {
 	// The policy takes effect a moment after it is created; a server-side dry run goes through
 	// admission without deleting anything.
 	refusal := ""
-	deadline := time.Now().Add(settle)
-	for time.Now().Before(deadline) {
+	// A timeout leaves refusal empty, which the check below reports.
+	_ = framework.Poll(settle, pollEvery, func(context.Context) (bool, error) {
 		out, err := e.api.Kubectl(t, "delete", "etcdmembers.etcdmember.io", target.Name, "--dry-run=server")
 		if err != nil {
 			refusal = out
-			break
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err != nil, nil
+	})
 	if !strings.Contains(refusal, "ask it to leave first") {
 		t.Fatalf("deleting a joined member was not refused with instructions: %q", refusal)
 	}

@@ -2,24 +2,24 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 // TestUnregisteredMembersAreDiscovered: every etcd member is visible as exactly one object, and
 // can be asked to leave, even when no agent registered it: a member added by hand and started, a
 // member added by hand and never started (so nameless), and a member sharing its name with another.
 func TestUnregisteredMembersAreDiscovered(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3})
 	byHand := e.cluster.AddMember(t, "node-4", false)
 	twin := e.cluster.AddMemberAs(t, "node-5", "node-1", false)
@@ -28,17 +28,16 @@ func TestUnregisteredMembersAreDiscovered(t *testing.T) {
 	// refuses ("unhealthy cluster") until the members just added have been connected a while, so
 	// that refusal is waited out.
 	var nameless uint64
-	for deadline := time.Now().Add(settle); ; time.Sleep(500 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	err := framework.Poll(settle, 500*time.Millisecond, apiCall(func(ctx context.Context) error {
 		resp, err := e.cluster.Client(t).MemberAdd(ctx, []string{"http://" + net.JoinHostPort("127.0.0.1", "1")})
-		cancel()
-		if err == nil {
-			nameless = resp.Member.ID
-			break
+		if err != nil {
+			return unlessUnhealthy(err)
 		}
-		if !errors.Is(err, rpctypes.ErrUnhealthy) || time.Now().After(deadline) {
-			t.Fatalf("member add: %v", err)
-		}
+		nameless = resp.Member.ID
+		return nil
+	}))
+	if err != nil {
+		t.Fatalf("member add: %v", err)
 	}
 
 	want := map[string]uint64{
@@ -94,6 +93,7 @@ func assertOneObjectPerMember(t *testing.T, e *env) {
 
 // TestRemovableFollowsHealth: the pre-flight condition answers before anyone asks.
 func TestRemovableFollowsHealth(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3})
 	others := nonLeaders(e)
 	dead, alive := others[0], others[1]

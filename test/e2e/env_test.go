@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -27,7 +28,30 @@ const (
 	callTimeout = 10 * time.Second
 	// settle bounds how long a leave, a registration or a hand-over may take in these tests.
 	settle = 45 * time.Second
+	// pollEvery is how often most waits look again; retryEvery is for the reads of retry and
+	// waitFor, and for the windows of holds.
+	pollEvery  = 200 * time.Millisecond
+	retryEvery = 100 * time.Millisecond
 )
+
+// Parallelism. Each scenario has etcd members, an apiserver and agents of its own, on loopback
+// addresses from one pool (the framework's allocator, which framework.ListenLoopback shares), with
+// files under its own t.TempDir(), and environment for an agent passed to that agent's process
+// (framework.Agent.SetEnv), never set in this one. So every test calls t.Parallel() first, and
+// `go test -parallel N` bounds how many scenarios run at once. The tests in serialTests do not:
+// Go runs them first, one at a time, before the parallel ones. Each asserts how fast something
+// happens, which the CPU taken by other scenarios would break without the product being wrong.
+// A new test calls t.Parallel() or joins serialTests with its reason; TestParallelism checks that.
+var serialTests = map[string]string{
+	"TestHealthFollowsSIGSTOP":  "Healthy must flip within two probe intervals of SIGSTOP and of SIGCONT",
+	"TestLeaveOfEtcdLeader":     "no gap of etcd's election timeout (1s) between successful writes",
+	"TestStalledLearnerEvicted": "eviction within --learner-stall-timeout + 5s of the test seeing the learner",
+	"TestAlarmThenUnreachableWaitsFullTime": "its hold starts when the test sees Unreachable, which may lag the " +
+		"leader's clock by at most 1s",
+	"TestPluginList": "a list with a frozen member must take at most --timeout + 1s",
+	"TestFrozenLeaderChangesNothing": "the leader must be frozen within its 8s failpoint block, and the " +
+		"cancellation (a kubectl run) must land within the ~4s its Lease has left",
+}
 
 // TestMain silences controller-runtime's client logging, which these tests do not read; without a
 // logger it prints a warning with a stack trace instead.
@@ -120,16 +144,12 @@ func (e *env) get(name string) *v1alpha1.EtcdMember {
 // removal, the apiserver or a client may still be talking to the removed member ("raft: stopped").
 func (e *env) retry(what string, call func(ctx context.Context) error) {
 	e.t.Helper()
-	var err error
-	for deadline := time.Now().Add(callTimeout); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		err = call(ctx)
-		cancel()
-		if err == nil {
-			return
-		}
-	}
-	e.t.Fatalf("%s: %v", what, err)
+	framework.Eventually(e.t, callTimeout, retryEvery, what, apiCall(call))
+}
+
+// apiCall is a call retried until it succeeds, each attempt within callTimeout.
+func apiCall(call func(ctx context.Context) error) framework.Condition {
+	return framework.PerAttempt(callTimeout, framework.Succeeds(call))
 }
 
 // leave asks for a member's removal the way an operator does.
@@ -141,34 +161,32 @@ func (e *env) leave(name string) {
 // waitFor polls the object until ok holds, failing with the last state seen.
 func (e *env) waitFor(name, what string, ok func(*v1alpha1.EtcdMember) bool) *v1alpha1.EtcdMember {
 	e.t.Helper()
-	deadline := time.Now().Add(settle)
 	var last *v1alpha1.EtcdMember
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	err := framework.Poll(settle, retryEvery, framework.PerAttempt(callTimeout, func(ctx context.Context) (bool, error) {
 		m := &v1alpha1.EtcdMember{}
-		err := e.client.Get(ctx, types.NamespacedName{Name: name}, m)
-		cancel()
-		if err == nil {
-			last = m
-			if ok(m) {
-				return m
-			}
+		if err := e.client.Get(ctx, types.NamespacedName{Name: name}, m); err != nil {
+			return false, err
 		}
-		time.Sleep(100 * time.Millisecond)
+		last = m
+		return ok(m), nil
+	}))
+	if err != nil {
+		e.t.Fatalf("EtcdMember %s: %s not reached within %s; last status: %s", name, what, settle, describe(last))
 	}
-	e.t.Fatalf("EtcdMember %s: %s not reached within %s; last status: %s", name, what, settle, describe(last))
-	return nil
+	return last
 }
 
 // holds checks for a while that the object keeps satisfying ok: for what must not happen, such as
 // a restarted agent revoking a leave, a window of observation is the only evidence there is.
 func (e *env) holds(name, what string, window time.Duration, ok func(*v1alpha1.EtcdMember) bool) {
 	e.t.Helper()
-	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if m := e.get(name); !ok(m) {
-			e.t.Fatalf("EtcdMember %s: %s no longer holds: %s", name, what, describe(m))
-		}
-	}
+	framework.Consistently(e.t, window, retryEvery, fmt.Sprintf("EtcdMember %s: %s no longer holds", name, what),
+		func(context.Context) (bool, error) {
+			if m := e.get(name); !ok(m) {
+				return false, errors.New(describe(m))
+			}
+			return true, nil
+		})
 }
 
 func describe(m *v1alpha1.EtcdMember) string {
@@ -249,15 +267,25 @@ func (e *env) events(name string) []eventsv1.Event {
 // waitEvent waits for an Event about name with this type and reason, and returns it.
 func (e *env) waitEvent(name, eventType, reason string) eventsv1.Event {
 	e.t.Helper()
-	deadline := time.Now().Add(settle)
-	for time.Now().Before(deadline) {
+	ev, found := e.awaitEvent(name, func(ev eventsv1.Event) bool { return ev.Type == eventType && ev.Reason == reason })
+	if !found {
+		e.t.Fatalf("no %s Event %s about %s in kube-system; events: %+v", eventType, reason, name, e.events(name))
+	}
+	return ev
+}
+
+// awaitEvent waits up to settle for an Event about name that ok accepts.
+func (e *env) awaitEvent(name string, ok func(eventsv1.Event) bool) (eventsv1.Event, bool) {
+	e.t.Helper()
+	var found eventsv1.Event
+	err := framework.Poll(settle, pollEvery, func(context.Context) (bool, error) {
 		for _, ev := range e.events(name) {
-			if ev.Type == eventType && ev.Reason == reason {
-				return ev
+			if ok(ev) {
+				found = ev
+				return true, nil
 			}
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	e.t.Fatalf("no %s Event %s about %s in kube-system; events: %+v", eventType, reason, name, e.events(name))
-	return eventsv1.Event{}
+		return false, nil
+	})
+	return found, err == nil
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/failpoint"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 // fenceBlock is how long the leader is held between its guard and MemberRemove. The test keeps
@@ -21,6 +23,7 @@ const fenceBlock = 8 * time.Second
 // the leave and another agent takes the Lease and records the cancellation. When the old leader
 // resumes, its verdict is stale: it must remove nothing.
 func TestFrozenLeaderChangesNothing(t *testing.T) {
+	// Not parallel: it asserts timing (see serialTests in env_test.go).
 	e := newEnv(t, envConfig{size: 3})
 	// Any agent may lead; each holds the first removal it reaches for fenceBlock.
 	for _, a := range e.agents {
@@ -44,13 +47,12 @@ func TestFrozenLeaderChangesNothing(t *testing.T) {
 	// Cancelled at once, so the next leader never sees the request.
 	e.kubectl("patch", "etcdmembers.etcdmember.io", target.Name, "--type", "merge", "-p", `{"spec":{"leave":false}}`)
 	var next string
-	for deadline := time.Now().Add(settle); ; time.Sleep(200 * time.Millisecond) {
-		if next = e.leaderAgent(); next != old && next != "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no other agent took the Lease while %s was frozen", old)
-		}
+	err := framework.Poll(settle, pollEvery, func(context.Context) (bool, error) {
+		next = e.leaderAgent()
+		return next != old && next != "", nil
+	})
+	if err != nil {
+		t.Fatalf("no other agent took the Lease while %s was frozen", old)
 	}
 	e.waitFor(target.Name, "the cancellation recorded by the new leader "+next, func(m *v1alpha1.EtcdMember) bool {
 		return !m.Spec.Leave && m.Status.ObservedGeneration == m.Generation
@@ -71,16 +73,14 @@ func TestFrozenLeaderChangesNothing(t *testing.T) {
 // waitLog waits until the log file has the text.
 func waitLog(t *testing.T, path, text string, timeout time.Duration) {
 	t.Helper()
-	for deadline := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+	err := framework.Poll(timeout, retryEvery, func(context.Context) (bool, error) {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatalf("reading %s: %v", path, err)
 		}
-		if strings.Contains(string(data), text) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s does not say %q after %s", path, text, timeout)
-		}
+		return strings.Contains(string(data), text), nil
+	})
+	if err != nil {
+		t.Fatalf("%s does not say %q after %s", path, text, timeout)
 	}
 }

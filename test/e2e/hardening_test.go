@@ -19,6 +19,7 @@ import (
 // with another member dead, meets the quorum guard again instead of costing the cluster its
 // quorum. The apiserver has its own etcd, so that the refusal can be read whatever happens.
 func TestForceIsOneShot(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3, separateStorage: true})
 	others := nonLeaders(e)
 	target, dead := others[0], others[1]
@@ -47,6 +48,7 @@ func TestForceIsOneShot(t *testing.T) {
 // setting etcdmember.io/force-leave, or spec.leave without the reason annotation that
 // --remove-unreachable-after writes; with that annotation the request goes through.
 func TestAgentsCannotForceOrAskUnexplained(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3})
 	cfg, _ := e.api.User(t, "etcdmember-agent-misused", "etcdmember:agents")
 	scheme := runtime.NewScheme()
@@ -103,6 +105,7 @@ func TestAgentsCannotForceOrAskUnexplained(t *testing.T) {
 // under the same name, re-applying the stored request (a late automation patch, a GitOps sync)
 // removes nothing, and the Left condition says why.
 func TestReappliedLeaveSparesTheRejoinedMember(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3})
 	target := nonLeaders(e)[0]
 	oldID := target.IDHex()
@@ -138,6 +141,7 @@ func TestReappliedLeaveSparesTheRejoinedMember(t *testing.T) {
 // the leading agent's member's URL and is then killed: counted healthy, the guard would allow a
 // removal that leaves one running voter of two.
 func TestProbeKnowsWhoAnswered(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3, separateStorage: true})
 	others := nonLeaders(e)
 	impostor, target := others[0], others[1]

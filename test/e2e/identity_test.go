@@ -2,11 +2,9 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -25,7 +23,6 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
-	"github.com/etcdmember/kubectl-etcdmember/internal/agent"
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
@@ -33,6 +30,7 @@ import (
 // moves to node-2, the agent keeps node-1's member: it goes not ready, writes one Warning, steps
 // down as leader, and nothing is removed. Pointed back, it is ready again.
 func TestVIPDoesNotChangeLocalMember(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3, agents: []string{}})
 	n1, n2 := e.cluster.Member("node-1"), e.cluster.Member("node-2")
 	vip := startForwarder(t, hostPort(t, n1.ClientURL()))
@@ -51,7 +49,7 @@ func TestVIPDoesNotChangeLocalMember(t *testing.T) {
 
 	vip.switchTo(hostPort(t, n2.ClientURL()))
 	waitUntil(t, "node-1's agent not ready", func() bool { return !a.ready() })
-	ev := e.waitEvent("node-1", corev1.EventTypeWarning, agent.ReasonLocalMemberChanged)
+	ev := e.waitEvent("node-1", corev1.EventTypeWarning, v1alpha1.ReasonLocalMemberChanged)
 	for _, want := range []string{n1.IDHex(), n2.IDHex(), "--etcd-endpoints"} {
 		if !strings.Contains(ev.Note, want) {
 			t.Errorf("Event note %q lacks %q", ev.Note, want)
@@ -64,8 +62,8 @@ func TestVIPDoesNotChangeLocalMember(t *testing.T) {
 	if a.ready() {
 		t.Errorf("node-1's agent became ready while the VIP still lands on node-2")
 	}
-	if n := countEvents(e, "node-1", agent.ReasonLocalMemberChanged); n != 1 {
-		t.Errorf("%d %s Events for one lasting mismatch, want 1", n, agent.ReasonLocalMemberChanged)
+	if n := countEvents(e, "node-1", v1alpha1.ReasonLocalMemberChanged); n != 1 {
+		t.Errorf("%d %s Events for one lasting mismatch, want 1", n, v1alpha1.ReasonLocalMemberChanged)
 	}
 	if after := e.etcdMemberIDs(); !maps.Equal(before, after) {
 		t.Fatalf("etcd's members changed from %v to %v", before, after)
@@ -85,6 +83,7 @@ func TestVIPDoesNotChangeLocalMember(t *testing.T) {
 // while the node's etcd is stopped but still a member, does not run the command; a real removal
 // then runs it once.
 func TestOnRemovedExecNeedsEtcdEvidence(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3, agents: []string{"node-1"}})
 	if leader := e.leaderAgent(); leader != "node-1" {
 		t.Fatalf("the only agent, node-1, does not lead: %s does", leader)
@@ -100,10 +99,8 @@ func TestOnRemovedExecNeedsEtcdEvidence(t *testing.T) {
 			Reason: v1alpha1.ReasonRemoved, Message: "Written by an operator; the member is still in etcd."})
 	})
 	// Ten syncs: the old agent ran the command at the first.
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if _, err := os.Stat(runs); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("the command ran on API status alone, its member still in etcd (stat: %v)", err)
-		}
+	if err := framework.Hold(10*time.Second, pollEvery, notCreated(runs)); err != nil {
+		t.Fatalf("the command ran on API status alone, its member still in etcd (%v)", err)
 	}
 	if !e.agentLogsContain("etcd has not confirmed that the local member is gone") {
 		t.Errorf("no agent log says why the command did not run")
@@ -121,8 +118,8 @@ func TestOnRemovedExecNeedsEtcdEvidence(t *testing.T) {
 	if lines := fileLines(t, runs); len(lines) != 1 {
 		t.Fatalf("command ran %d times, want once", len(lines))
 	}
-	if n := countEvents(e, target.Name, agent.ReasonOnRemovedExecSucceeded); n != 1 {
-		t.Errorf("%d %s Events, want 1", n, agent.ReasonOnRemovedExecSucceeded)
+	if n := countEvents(e, target.Name, v1alpha1.ReasonOnRemovedExecSucceeded); n != 1 {
+		t.Errorf("%d %s Events, want 1", n, v1alpha1.ReasonOnRemovedExecSucceeded)
 	}
 }
 
@@ -291,18 +288,11 @@ func (f *forwarder) forward(in net.Conn) {
 	f.mu.Unlock()
 }
 
-// listenLoopback listens on port of a random 127.0.0.0/8 address that nothing else uses.
+// listenLoopback listens on port of a random 127.0.0.0/8 address that nothing else uses; the
+// framework reserves it, so that no member or apiserver of a parallel test is given it later.
 func listenLoopback(t *testing.T, port int) net.Listener {
 	t.Helper()
-	for range 100 {
-		ip := net.IPv4(127, byte(1+rand.IntN(254)), byte(rand.IntN(256)), byte(1+rand.IntN(254)))
-		l, err := net.Listen("tcp", net.JoinHostPort(ip.String(), fmt.Sprint(port)))
-		if err == nil {
-			return l
-		}
-	}
-	t.Fatalf("no free loopback address for port %d", port)
-	return nil
+	return framework.ListenLoopback(t, port)
 }
 
 // hostPort returns the host:port of a URL.

@@ -88,26 +88,22 @@ func wantSettings(c *framework.Cluster, pending *framework.Member, id uint64) st
 // promotion is not under test here, only that the settings produce a member that can be promoted.
 func promote(t *testing.T, cli *clientv3.Client, id uint64) {
 	t.Helper()
-	deadline := time.Now().Add(settle)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	err := framework.Poll(settle, pollEvery, apiCall(func(ctx context.Context) error {
 		_, err := cli.MemberPromote(ctx, id)
-		cancel()
-		switch {
-		case err == nil:
-			return
-		case !errors.Is(err, rpctypes.ErrMemberLearnerNotReady):
+		if err != nil && !errors.Is(err, rpctypes.ErrMemberLearnerNotReady) {
 			t.Fatalf("promote %x: %v", id, err)
-		case time.Now().After(deadline):
-			t.Fatalf("promote %x: still not in sync after %s: %v", id, settle, err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		return err
+	}))
+	if err != nil {
+		t.Fatalf("promote %x: still not in sync: %v", id, err)
 	}
 }
 
 // TestJoinAddsLearner: join adds the member as a learner and writes settings with which etcd
 // starts, joins and can be promoted.
 func TestJoinAddsLearner(t *testing.T) {
+	t.Parallel()
 	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3})
 	// Only the voters: a client balanced onto the learner would have MemberPromote refused.
 	cli := c.Client(t)
@@ -166,6 +162,7 @@ func TestJoinAddsLearner(t *testing.T) {
 // settings, before and after the member started; the same peer URLs under another name are
 // someone else's. With TLS, so that the certificate flags are exercised too.
 func TestJoinIsIdempotent(t *testing.T) {
+	t.Parallel()
 	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3, TLS: true})
 	voters := c.Endpoints()
 	cli := c.Client(t)
@@ -213,6 +210,7 @@ func TestJoinIsIdempotent(t *testing.T) {
 // TestJoinRefusesBadInput: input that cannot work is refused before etcd is asked, so no cluster
 // is needed: the endpoint does not exist.
 func TestJoinRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	base := []string{"join", "--etcd-endpoints", "http://127.0.0.1:1", "--timeout", "2s"}
 	dir := t.TempDir()
 	cases := []struct {

@@ -24,6 +24,7 @@ func removedByUs(m *v1alpha1.EtcdMember) bool {
 
 // TestAgentsRegisterMembers: each agent creates its member's object with etcd's own view of it.
 func TestAgentsRegisterMembers(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3})
 	for _, m := range e.cluster.Members() {
 		obj := e.waitFor(m.Name, "Joined=True", joined)
@@ -56,6 +57,7 @@ func TestAgentsRegisterMembers(t *testing.T) {
 
 // TestLeave: the operator's two commands remove the member by its ID and record the outcome.
 func TestLeave(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3})
 	leader := e.leaderAgent()
 	target := otherThan(e, leader)
@@ -87,6 +89,7 @@ func TestLeave(t *testing.T) {
 // TestLeaveOfLeadersOwnMember: the leading agent never removes its own member; it hands
 // leadership over and another agent does it.
 func TestLeaveOfLeadersOwnMember(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3})
 	leader := e.leaderAgent()
 	target := e.cluster.Member(leader)
@@ -106,6 +109,7 @@ func TestLeaveOfLeadersOwnMember(t *testing.T) {
 // TestLoneAgentRefusesOwnMember: with nobody to hand over to, the request is refused with a
 // condition that says what to do, and nothing is removed.
 func TestLoneAgentRefusesOwnMember(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3, agents: []string{"node-1"}})
 	id := e.cluster.Member("node-1").ID()
 	e.leave("node-1")
@@ -128,6 +132,7 @@ func TestLoneAgentRefusesOwnMember(t *testing.T) {
 // TestLeaveWithAgentStopped: a member whose agent is down (the usual case: the node is being
 // decommissioned) is removed by the leader.
 func TestLeaveWithAgentStopped(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3})
 	target := otherThan(e, e.leaderAgent())
 	e.agents[target.Name].Stop(t)
@@ -140,6 +145,7 @@ func TestLeaveWithAgentStopped(t *testing.T) {
 
 // TestLeaveOfAGoneMember: a member removed behind etcdmember's back ends NotFound, without error.
 func TestLeaveOfAGoneMember(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3})
 	target := otherThan(e, e.leaderAgent())
 	e.agents[target.Name].Stop(t)
@@ -167,6 +173,7 @@ func otherThan(e *env, name string) *framework.Member {
 // TestLeaveWithTLS: the same leave on a cluster with client and peer mutual TLS, the agents using
 // etcdctl-style certificate flags and the guard probing every voter over TLS.
 func TestLeaveWithTLS(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3, tls: true})
 	target := otherThan(e, e.leaderAgent())
 	e.leave(target.Name)
@@ -240,6 +247,7 @@ func keyLines(text string) []string {
 // working member carries out the next leave. The chaos run found a leave waiting on such a leader
 // for good.
 func TestLeaderWithoutLocalEtcdStepsDown(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 4})
 	leader := e.leaderAgent()
 	e.cluster.Member(leader).Kill(t)

@@ -28,27 +28,23 @@ const probeInterval = 2 * time.Second
 func (e *env) waitForMember(id uint64, what string, ok func(*v1alpha1.EtcdMember) bool) *v1alpha1.EtcdMember {
 	e.t.Helper()
 	idHex := fmt.Sprintf("%x", id)
-	deadline := time.Now().Add(settle)
 	var last *v1alpha1.EtcdMember
-	for time.Now().Before(deadline) {
+	err := framework.Poll(settle, retryEvery, framework.PerAttempt(callTimeout, func(ctx context.Context) (bool, error) {
 		var list v1alpha1.EtcdMemberList
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		err := e.client.List(ctx, &list)
-		cancel()
-		if err == nil {
-			for i := range list.Items {
-				if list.Items[i].Status.MemberID == idHex {
-					last = &list.Items[i]
-					if ok(last) {
-						return last
-					}
-				}
-			}
+		if err := e.client.List(ctx, &list); err != nil {
+			return false, err
 		}
-		time.Sleep(100 * time.Millisecond)
+		m := list.FindByMemberID(idHex)
+		if m == nil {
+			return false, nil
+		}
+		last = m
+		return ok(m), nil
+	}))
+	if err != nil {
+		e.t.Fatalf("member %s: %s not reached within %s; last status: %s", idHex, what, settle, describe(last))
 	}
-	e.t.Fatalf("member %s: %s not reached within %s; last status: %s", idHex, what, settle, describe(last))
-	return nil
+	return last
 }
 
 // joinLearner runs `etcdmember join` for a new member name and returns it, not started, with the
@@ -72,6 +68,7 @@ func (e *env) joinLearner(name string) (*framework.Member, string, uint64) {
 // with the settings it wrote is promoted by the leader once etcd lets it, the object shows the
 // learner's progress and then a healthy voter, and an Event records the promotion.
 func TestLearnerJoinedIsPromoted(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3})
 	node4, file, id := e.joinLearner("node-4")
 	node4.StartWithSettings(t, framework.ReadEnvFile(t, file))
@@ -128,6 +125,7 @@ func TestLearnerJoinedIsPromoted(t *testing.T) {
 // --learner-stall-timeout with an Event, and the next join is no longer blocked by etcd's one
 // learner limit.
 func TestStalledLearnerEvicted(t *testing.T) {
+	// Not parallel: it asserts timing (see serialTests in env_test.go).
 	const stall = 12 * time.Second
 	e := newEnv(t, envConfig{size: 3, agentArgs: []string{fmt.Sprintf("--learner-stall-timeout=%s", stall)}})
 	_, _, id := e.joinLearner("node-4")
@@ -171,6 +169,7 @@ func TestStalledLearnerEvicted(t *testing.T) {
 // an etcd of its own, as a kubeadm apiserver talks to its local member only: ours balances over
 // every member, and its requests stuck on the stopped one would measure the apiserver, not us.
 func TestHealthFollowsSIGSTOP(t *testing.T) {
+	// Not parallel: it asserts timing (see serialTests in env_test.go).
 	e := newEnv(t, envConfig{size: 3, separateStorage: true})
 	// The leading agent reads the member list through its own member; stop another.
 	leader := e.leaderAgent()
@@ -222,6 +221,7 @@ func TestHealthFollowsSIGSTOP(t *testing.T) {
 // shows in the member's status and metrics, and clears when disarmed. The apiserver stores in an
 // etcd of its own: a NOSPACE cluster refuses the very status write that would report it.
 func TestNoSpaceAlarmShows(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3, separateStorage: true})
 	victim := e.cluster.Member("node-2")
 	cli := e.cluster.Client(t)
@@ -270,6 +270,7 @@ const removeAfter = 5 * time.Second
 // (spec.leave, an annotation and an Event saying why) and removed through the quorum guard; the
 // next killed voter is not, because fewer than --min-voters would remain.
 func TestUnreachableVoterRemoved(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 4, agentArgs: []string{
 		fmt.Sprintf("--remove-unreachable-after=%s", removeAfter), "--min-voters=3",
 	}})
@@ -310,6 +311,7 @@ func TestUnreachableVoterRemoved(t *testing.T) {
 // the cluster has quorum again, the one still dead is removed through the guard. The apiserver
 // stores in an etcd of its own so it outlives the lost quorum.
 func TestUnreachableNotRemovedWithoutQuorum(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3, separateStorage: true, agentArgs: []string{
 		fmt.Sprintf("--remove-unreachable-after=%s", removeAfter), "--min-voters=1",
 	}})
@@ -318,12 +320,16 @@ func TestUnreachableNotRemovedWithoutQuorum(t *testing.T) {
 		v.Kill(t)
 	}
 	survivor := e.cluster.Member(e.leaderAgent())
-	for end := time.Now().Add(3 * removeAfter); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+	err := framework.Hold(3*removeAfter, pollEvery, func(context.Context) (bool, error) {
 		for _, v := range victims {
 			if m := e.get(v.Name); m.Spec.Leave {
-				t.Fatalf("%s asked to leave while the cluster has no quorum: %s", v.Name, describe(m))
+				return false, fmt.Errorf("%s asked to leave while the cluster has no quorum: %s", v.Name, describe(m))
 			}
 		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if n := len(serializableMembers(t, survivor)); n != 3 {
 		t.Fatalf("%s lists %d members while quorum was lost, want all 3", survivor.Name, n)

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/etcdmember/kubectl-etcdmember/internal/agent"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
@@ -24,6 +24,7 @@ import (
 // apiserver (server-side dry run, after config/default), and the agent flags in every manifest,
 // the systemd unit included, are flags the agent knows.
 func TestDeployManifests(t *testing.T) {
+	t.Parallel()
 	root, ok := framework.RepoRoot()
 	if !ok {
 		t.Fatal("repository root not found")
@@ -105,6 +106,7 @@ func execStartArgs(t *testing.T, unit string) []string {
 // any wildcard, any access to Secrets, and any Lease get or update not limited to the agents' own
 // Lease: kube-system also holds kube-controller-manager's and kube-scheduler's.
 func TestShippedRBACIsLeastPrivilege(t *testing.T) {
+	t.Parallel()
 	root, ok := framework.RepoRoot()
 	if !ok {
 		t.Fatal("repository root not found")
@@ -138,8 +140,8 @@ func TestShippedRBACIsLeastPrivilege(t *testing.T) {
 				t.Errorf("%s grants access to Secrets", where)
 			}
 			if slices.Contains(rule.Resources, "leases") && (slices.Contains(rule.Verbs, "get") || slices.Contains(rule.Verbs, "update")) &&
-				!slices.Equal(rule.ResourceNames, []string{agent.LeaseName}) {
-				t.Errorf("%s lets the agents get or update Leases other than %s", where, agent.LeaseName)
+				!slices.Equal(rule.ResourceNames, []string{v1alpha1.LeaseName}) {
+				t.Errorf("%s lets the agents get or update Leases other than %s", where, v1alpha1.LeaseName)
 			}
 		}
 	}

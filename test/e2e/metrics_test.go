@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
@@ -16,6 +15,7 @@ import (
 // TestMetricsAndProbes: the leader's metrics follow a refused and then completed leave, and
 // every agent answers its health probes.
 func TestMetricsAndProbes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3})
 	for name, a := range e.agents {
 		for _, path := range []string{"healthz", "readyz"} {
@@ -39,7 +39,7 @@ func TestMetricsAndProbes(t *testing.T) {
 	waitMetric(t, leader, `etcdmember_member_healthy{member="`+dead.Name+`"`, func(v float64) bool { return v == 0 })
 	e.leave(target.Name)
 	e.waitFor(target.Name, "Left=False/QuorumAtRisk", leftReason(v1alpha1.ReasonQuorumAtRisk))
-	waitMetric(t, leader, `etcdmember_guard_refusals_total{reason="QuorumAtRisk"}`, func(v float64) bool { return v >= 1 })
+	waitMetric(t, leader, `etcdmember_guard_refusals_total{reason="`+v1alpha1.ReasonQuorumAtRisk+`"}`, func(v float64) bool { return v >= 1 })
 	waitMetric(t, leader, `etcdmember_leave_requests_total{outcome="refused"}`, func(v float64) bool { return v == 1 })
 	waitMetric(t, leader, `etcdmember_etcd_errors_total{method="Probe"}`, func(v float64) bool { return v >= 1 })
 
@@ -75,19 +75,18 @@ func httpGet(t *testing.T, url string) (int, string) {
 // that ok accepts.
 func waitMetric(t *testing.T, a *framework.Agent, prefix string, ok func(float64) bool) {
 	t.Helper()
-	deadline := time.Now().Add(settle)
 	last := "absent"
-	for time.Now().Before(deadline) {
+	err := framework.Poll(settle, pollEvery, func(context.Context) (bool, error) {
 		_, body := httpGet(t, a.MetricsURL())
-		if v, found := seriesValue(body, prefix); found {
+		v, found := seriesValue(body, prefix)
+		if found {
 			last = strconv.FormatFloat(v, 'g', -1, 64)
-			if ok(v) {
-				return
-			}
 		}
-		time.Sleep(200 * time.Millisecond)
+		return found && ok(v), nil
+	})
+	if err != nil {
+		t.Fatalf("metric %s of agent %s: last value %s", prefix, a.Name, last)
 	}
-	t.Fatalf("metric %s of agent %s: last value %s", prefix, a.Name, last)
 }
 
 // seriesValue finds the first line of the exposition text whose series starts with prefix.

@@ -17,6 +17,7 @@ import (
 // status.advertisedPeerURLs keeps what was verified before, etcd's record does not change, and
 // each cause gives one PeerURLsUnverified Warning however often the agent checks again.
 func TestPeerURLUnverifiedNeverApplied(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3})
 	others := nonLeaders(e)
 	m, taken := others[0], others[1]
@@ -63,17 +64,13 @@ func TestPeerURLUnverifiedNeverApplied(t *testing.T) {
 // waitEventNote waits for an Event about name with this type and reason whose note contains text.
 func (e *env) waitEventNote(name, eventType, reason, text string) eventsv1.Event {
 	e.t.Helper()
-	deadline := time.Now().Add(settle)
-	for time.Now().Before(deadline) {
-		for _, ev := range e.events(name) {
-			if ev.Type == eventType && ev.Reason == reason && strings.Contains(ev.Note, text) {
-				return ev
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
+	ev, found := e.awaitEvent(name, func(ev eventsv1.Event) bool {
+		return ev.Type == eventType && ev.Reason == reason && strings.Contains(ev.Note, text)
+	})
+	if !found {
+		e.t.Fatalf("no %s Event %s about %s mentioning %q; events: %+v", eventType, reason, name, text, e.events(name))
 	}
-	e.t.Fatalf("no %s Event %s about %s mentioning %q; events: %+v", eventType, reason, name, text, e.events(name))
-	return eventsv1.Event{}
+	return ev
 }
 
 func countEventsNote(e *env, name, reason, text string) int {

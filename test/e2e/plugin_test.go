@@ -105,6 +105,7 @@ func healthyWithLeader(e *env) {
 // with etcd's live view, in every output format, with kubectl's connection flags. The apiserver
 // has its own etcd, so that a frozen member of the cluster under test slows only etcd's view.
 func TestPluginList(t *testing.T) {
+	// Not parallel: it asserts timing (see serialTests in env_test.go).
 	e := newEnv(t, envConfig{size: 3, separateStorage: true})
 	healthyWithLeader(e)
 	leader := e.cluster.Leader(t).Name
@@ -359,6 +360,7 @@ spec:
 // TestPluginLeave runs on five members: two leave one after the other in one command, then,
 // with one of the three left dead, a third leave is refused by the quorum guard.
 func TestPluginLeave(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 5})
 	healthyWithLeader(e)
 	others := nonLeaders(e)
@@ -417,7 +419,7 @@ func TestPluginLeave(t *testing.T) {
 	}
 	stopWatch()
 	_ = watch.Wait()
-	if !strings.Contains(watched.String(), "Removed") || !strings.Contains(watched.String(), first.Name) {
+	if !strings.Contains(watched.String(), v1alpha1.ReasonRemoved) || !strings.Contains(watched.String(), first.Name) {
 		t.Errorf("list -w printed no row of the removal:\n%s", watched.String())
 	}
 
@@ -466,6 +468,7 @@ func TestPluginLeave(t *testing.T) {
 // member that is merely stopped. prune-stale must remove exactly the old node-3 and delete its
 // discovered object, and leave node-4 and every healthy member alone.
 func TestPluginPruneStale(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 4, agents: []string{"node-1", "node-2", "node-4"}})
 	old := e.cluster.Member("node-3")
 	stopped := e.cluster.Member("node-4")
@@ -534,10 +537,8 @@ func TestPluginPruneStale(t *testing.T) {
 	}
 	var list v1alpha1.EtcdMemberList
 	e.retry("list", func(ctx context.Context) error { return e.client.List(ctx, &list) })
-	for _, m := range list.Items {
-		if m.Status.MemberID == old.IDHex() {
-			t.Errorf("object %s of the pruned member still exists", m.Name)
-		}
+	if m := list.FindByMemberID(old.IDHex()); m != nil {
+		t.Errorf("object %s of the pruned member still exists", m.Name)
 	}
 	if obj := e.get(stopped.Name); obj.Spec.Leave || obj.Status.MemberID != stopped.IDHex() {
 		t.Errorf("the stopped %s was touched: %s", stopped.Name, describe(obj))

@@ -17,6 +17,7 @@ import (
 // TestRejoinAfterWipe: a node that left comes back wiped and re-added under the same name. Its
 // agent takes the object over: new member ID, leave cleared, Joined=True/Rejoined.
 func TestRejoinAfterWipe(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3})
 	target := otherThan(e, e.leaderAgent())
 	oldID := target.IDHex()
@@ -47,6 +48,7 @@ func TestRejoinAfterWipe(t *testing.T) {
 // second object; the agent, started later, finds its member already recorded. The chaos run found
 // the second object when an agent came back later than the grace.
 func TestRejoinWithoutAgent(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{size: 3})
 	target := otherThan(e, e.leaderAgent())
 	e.leave(target.Name)
@@ -90,17 +92,20 @@ func removeByHand(t *testing.T, e *env, m *framework.Member) {
 	if cli == nil {
 		t.Fatalf("no running member other than %s to remove it through", m.Name)
 	}
-	deadline := time.Now().Add(settle)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	err := framework.Poll(settle, pollEvery, apiCall(func(ctx context.Context) error {
 		_, err := cli.MemberRemove(ctx, m.ID())
-		cancel()
-		switch {
-		case err == nil:
-			return
-		case !errors.Is(err, rpctypes.ErrUnhealthy) || time.Now().After(deadline):
-			t.Fatalf("member remove %s: %v", m.IDHex(), err)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return unlessUnhealthy(err)
+	}))
+	if err != nil {
+		t.Fatalf("member remove %s: %v", m.IDHex(), err)
 	}
+}
+
+// unlessUnhealthy lets a wait retry etcd's refusal of a membership change while it counts the
+// cluster unhealthy (members just added or restarted), and stops it on any other error.
+func unlessUnhealthy(err error) error {
+	if err != nil && !errors.Is(err, rpctypes.ErrUnhealthy) {
+		return framework.Stop(err)
+	}
+	return err
 }

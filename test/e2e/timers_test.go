@@ -21,6 +21,7 @@ import (
 // it has been unhealthy far longer. The apiserver stores in an etcd of its own, which the alarm
 // does not reach.
 func TestAlarmThenUnreachableWaitsFullTime(t *testing.T) {
+	// Not parallel: it asserts timing (see serialTests in env_test.go).
 	const after = 6 * time.Second
 	e := newEnv(t, envConfig{size: 3, separateStorage: true, agentArgs: []string{
 		fmt.Sprintf("--remove-unreachable-after=%s", after), "--min-voters=2",

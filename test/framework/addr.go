@@ -58,3 +58,30 @@ func portsFree(ip string, ports []int) error {
 	}
 	return nil
 }
+
+// ListenLoopback listens on port of a fresh loopback address from the pool the members and
+// apiservers draw from, so that no later member or apiserver of this test binary (parallel tests
+// included) is given that address, even once the listener is closed: a test can take an address
+// where nothing will ever listen, or stand in for a VIP.
+func ListenLoopback(t TB, port int) net.Listener {
+	t.Helper()
+	allocated.Lock()
+	defer allocated.Unlock()
+	const attempts = 100
+	var lastErr error
+	for range attempts {
+		ip := net.IPv4(127, byte(1+rand.IntN(254)), byte(rand.IntN(256)), byte(1+rand.IntN(254))).String()
+		if allocated.ips[ip] {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		allocated.ips[ip] = true
+		return l
+	}
+	t.Fatalf("no free loopback address for port %d after %d attempts: %v", port, attempts, lastErr)
+	return nil
+}

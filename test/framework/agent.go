@@ -35,7 +35,7 @@ var TestAgentArgs = []string{
 }
 
 // Agent is a `kubectl-etcdmember serve` process (the node agent) for one member, run from
-// bin/kubectl-etcdmember.
+// bin/failpoints/kubectl-etcdmember (AgentBinary): the shipped code plus internal/failpoint.
 type Agent struct {
 	Name string
 
@@ -103,7 +103,7 @@ func (a *Agent) SetEnv(t TB, kv ...string) {
 // exit status of is the agent itself, and the log's header shows the variables it ran with.
 func (a *Agent) launch(t TB) {
 	t.Helper()
-	bin, args := Binary(t, "kubectl-etcdmember"), a.commandLine()
+	bin, args := Binary(t, AgentBinary), a.commandLine()
 	if len(a.env) > 0 {
 		envBin, err := exec.LookPath("env")
 		if err != nil {

@@ -78,9 +78,16 @@ func Binary(t TB, name string) string {
 	return path
 }
 
+// AgentBinary is the agent the framework runs, relative to bin/: the plugin built with the
+// failpoints tag, so that tests can arm internal/failpoint. The shipped bin/kubectl-etcdmember has
+// none; the plugin tests reach it through kubectl and PATH. Its directory keeps it off PATH, and
+// its base name is the plugin's, so that the process looks like the agent it stands for.
+const AgentBinary = "failpoints/kubectl-etcdmember"
+
 // buildCommand names the make target that builds bin/<name>.
 func buildCommand(name string) string {
-	if name == "kubectl-etcdmember" || name == "kubectl_complete-etcdmember" {
+	switch name {
+	case "kubectl-etcdmember", "kubectl_complete-etcdmember", AgentBinary:
 		return "make build"
 	}
 	return "make testbin"

@@ -173,7 +173,7 @@ func (c *Cluster) Leader(t TB) *Member {
 	}
 	defer func() { _ = cli.Close() }()
 	var leader *Member
-	err = poll(memberReadyTimeout, nil, func(ctx context.Context) error {
+	err = poll(memberReadyTimeout, func(ctx context.Context) error {
 		var errs []error
 		for _, ep := range cli.Endpoints() {
 			st, err := cli.Status(ctx, ep)
@@ -196,6 +196,16 @@ func (c *Cluster) Leader(t TB) *Member {
 		t.Fatalf("no etcd leader: %v", err)
 	}
 	return leader
+}
+
+// FindMember returns the member with that ID in an etcd member list, or nil.
+func FindMember(members []*etcdserverpb.Member, id uint64) *etcdserverpb.Member {
+	for _, m := range members {
+		if m.ID == id {
+			return m
+		}
+	}
+	return nil
 }
 
 func (c *Cluster) memberByID(id uint64) *Member {
@@ -257,12 +267,12 @@ func (c *Cluster) removeRecord(t TB, id uint64) {
 	// to remove a member it still counts as connected until the stream to the
 	// stopped process is gone, and a timed-out removal that did happen shows
 	// up in the next MemberList.
-	err = poll(memberReadyTimeout, nil, func(ctx context.Context) error {
+	err = poll(memberReadyTimeout, func(ctx context.Context) error {
 		list, err := cli.MemberList(ctx)
 		if err != nil {
 			return fmt.Errorf("member list: %w", err)
 		}
-		if !slices.ContainsFunc(list.Members, func(mm *etcdserverpb.Member) bool { return mm.ID == id }) {
+		if FindMember(list.Members, id) == nil {
 			return nil
 		}
 		if _, err := cli.MemberRemove(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
@@ -289,10 +299,10 @@ func (c *Cluster) join(t TB, m *Member, learner bool) {
 		add = cli.MemberAddAsLearner
 	}
 	var resp *clientv3.MemberAddResponse
-	err = poll(memberReadyTimeout, nil, func(ctx context.Context) error {
+	err = poll(memberReadyTimeout, func(ctx context.Context) error {
 		r, err := add(ctx, []string{m.PeerURL()})
 		if err != nil && !rejectedForNow(err) {
-			return permanent{err}
+			return Stop(err)
 		}
 		resp = r
 		return err
@@ -341,7 +351,7 @@ func (c *Cluster) waitAgreement(t TB) {
 		defer func() { _ = cli.Close() }()
 		clients[i] = cli
 	}
-	err := poll(memberReadyTimeout, nil, func(ctx context.Context) error {
+	err := poll(memberReadyTimeout, func(ctx context.Context) error {
 		want := c.expectedView()
 		for i, cli := range clients {
 			view, err := membershipView(ctx, cli)

@@ -62,10 +62,10 @@ func TestClusterSurvivesKilledLeader(t *testing.T) {
 	}
 	// The survivors need an election first.
 	cli := c.Client(t)
-	eventually(t, 15*time.Second, "put after killing the leader", func(ctx context.Context) error {
+	framework.Eventually(t, 15*time.Second, retryEvery, "put after killing the leader", retried(func(ctx context.Context) error {
 		_, err := cli.Put(ctx, "after-kill", "ok")
 		return err
-	})
+	}))
 	if newLeader := c.Leader(t); newLeader == leader {
 		t.Errorf("leader is still the killed %s", leader.Name)
 	}
@@ -83,7 +83,7 @@ func TestMemberMoveToThenMemberUpdate(t *testing.T) {
 		t.Fatalf("MoveTo kept IP %s", oldIP)
 	}
 	cli := c.Client(t)
-	if rec := find(memberList(t, cli), m.ID()); rec == nil || !slices.Equal(rec.PeerURLs, []string{oldPeer}) {
+	if rec := framework.FindMember(memberList(t, cli), m.ID()); rec == nil || !slices.Equal(rec.PeerURLs, []string{oldPeer}) {
 		t.Fatalf("before MemberUpdate etcd's record is %v, want the old peer URL %s", rec, oldPeer)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -93,12 +93,12 @@ func TestMemberMoveToThenMemberUpdate(t *testing.T) {
 	}
 
 	own := m.Client(t)
-	eventually(t, 15*time.Second, "linearizable read on the new client URL", func(ctx context.Context) error {
+	framework.Eventually(t, 15*time.Second, retryEvery, "linearizable read on the new client URL", retried(func(ctx context.Context) error {
 		_, err := own.Get(ctx, "any")
 		return err
-	})
+	}))
 	for _, other := range c.Members() {
-		rec := find(memberList(t, other.Client(t)), m.ID())
+		rec := framework.FindMember(memberList(t, other.Client(t)), m.ID())
 		if rec == nil || !slices.Equal(rec.PeerURLs, []string{m.PeerURL()}) {
 			t.Errorf("MemberList via %s shows %v, want peer URL %s", other.Name, rec, m.PeerURL())
 		}
@@ -112,10 +112,10 @@ func TestLearnerAddedAndPromoted(t *testing.T) {
 	learner := c.AddMember(t, "node-4", true)
 
 	cli := c.Client(t)
-	if rec := find(memberList(t, cli), learner.ID()); rec == nil || !rec.IsLearner {
+	if rec := framework.FindMember(memberList(t, cli), learner.ID()); rec == nil || !rec.IsLearner {
 		t.Fatalf("node-4 record is %v, want a learner", rec)
 	}
-	eventually(t, 30*time.Second, "promote node-4", func(ctx context.Context) error {
+	framework.Eventually(t, 30*time.Second, retryEvery, "promote node-4", retried(func(ctx context.Context) error {
 		_, err := cli.MemberPromote(ctx, learner.ID())
 		if errors.Is(err, rpctypes.ErrMemberLearnerNotReady) {
 			return err
@@ -124,7 +124,7 @@ func TestLearnerAddedAndPromoted(t *testing.T) {
 			t.Fatalf("promote node-4: %v", err)
 		}
 		return nil
-	})
+	}))
 	for _, m := range c.Members() {
 		got := describe(memberList(t, m.Client(t)))
 		if want := expected(c.Members()); !slices.Equal(got, want) {
@@ -149,10 +149,10 @@ func TestRejoinGetsNewID(t *testing.T) {
 		t.Fatalf("after rejoin MemberList:\n got %q\nwant %q", got, want)
 	}
 	cli := m.Client(t)
-	eventually(t, 15*time.Second, "put via the rejoined member", func(ctx context.Context) error {
+	framework.Eventually(t, 15*time.Second, retryEvery, "put via the rejoined member", retried(func(ctx context.Context) error {
 		_, err := cli.Put(ctx, "rejoined", fmt.Sprint(m.ID()))
 		return err
-	})
+	}))
 }
 
 func TestMemberLifecycle(t *testing.T) {
@@ -178,10 +178,10 @@ func TestMemberLifecycle(t *testing.T) {
 		t.Errorf("restart from the data dir changed ID %x to %x", id, m.ID())
 	}
 	cli := m.Client(t)
-	eventually(t, 15*time.Second, "put via the restarted member", func(ctx context.Context) error {
+	framework.Eventually(t, 15*time.Second, retryEvery, "put via the restarted member", retried(func(ctx context.Context) error {
 		_, err := cli.Put(ctx, "restarted", "ok")
 		return err
-	})
+	}))
 }
 
 // A member that etcd removes exits by itself. Stopping it right after the removal, or killing,
@@ -193,13 +193,13 @@ func TestRemovedMemberStopsWithoutError(t *testing.T) {
 	remove := func(m *framework.Member) {
 		t.Helper()
 		// etcd refuses a removal until the others have been connected for a while after start.
-		eventually(t, 30*time.Second, "remove "+m.Name, func(ctx context.Context) error {
+		framework.Eventually(t, 30*time.Second, retryEvery, "remove "+m.Name, retried(func(ctx context.Context) error {
 			_, err := cli.MemberRemove(ctx, m.ID())
 			if errors.Is(err, rpctypes.ErrMemberNotFound) {
 				return nil
 			}
 			return err
-		})
+		}))
 	}
 
 	stopped := c.Member("node-3")
@@ -211,12 +211,12 @@ func TestRemovedMemberStopsWithoutError(t *testing.T) {
 
 	gone := c.Member("node-2")
 	remove(gone)
-	eventually(t, 30*time.Second, gone.Name+" exits by itself", func(context.Context) error {
+	framework.Eventually(t, 30*time.Second, retryEvery, gone.Name+" exits by itself", retried(func(context.Context) error {
 		if gone.Running() {
 			return errors.New("still running")
 		}
 		return nil
-	})
+	}))
 	gone.Pause(t)
 	gone.Resume(t)
 	gone.Kill(t)
@@ -240,7 +240,7 @@ func TestClusterRunsChosenEtcd(t *testing.T) {
 	c.Rejoin(t, c.Member("node-2"), false)
 	assertVersions(t, c, "3.5.")
 	// A learner refuses MemberList, so ask a voter.
-	if rec := find(memberList(t, c.Member("node-1").Client(t)), learner.ID()); rec == nil || !rec.IsLearner {
+	if rec := framework.FindMember(memberList(t, c.Member("node-1").Client(t)), learner.ID()); rec == nil || !rec.IsLearner {
 		t.Fatalf("node-4 record is %v, want a learner", rec)
 	}
 }

@@ -138,7 +138,7 @@ func (a *APIServer) waitAuthorized(t TB, user string, rule rbacv1.PolicyRule) {
 			Name:        first(rule.ResourceNames),
 		}
 	}
-	err := poll(callTimeout, nil, func(ctx context.Context) error {
+	err := poll(callTimeout, func(ctx context.Context) error {
 		review := &authorizationv1.SubjectAccessReview{Spec: spec}
 		got, err := a.clientset.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 		if err != nil {

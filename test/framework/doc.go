@@ -26,8 +26,8 @@
 // MemberAdd, while MoveTo only restarts a member on a new address and leaves
 // the MemberUpdate to the test or to the product under test.
 //
-// StartAgent runs "bin/kubectl-etcdmember serve" ("make build") for a member, with
-// TestAgentArgs' short timings, and waits until it has registered the member.
+// StartAgent runs "bin/failpoints/kubectl-etcdmember serve" (AgentBinary, "make build") for a
+// member, with TestAgentArgs' short timings, and waits until it has registered the member.
 //
 // Every process is killed at the test's cleanup. Logs live under
 // t.TempDir(); when the test failed, the last lines of each are logged, every

@@ -13,23 +13,15 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
-// eventually retries fn every 100 ms, each attempt under a 2 s context, until
-// it succeeds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, fn func(ctx context.Context) error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err := fn(ctx)
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not done after %s: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+// The waits of these tests retry every retryEvery, each attempt within attemptTimeout.
+const (
+	retryEvery     = 100 * time.Millisecond
+	attemptTimeout = 2 * time.Second
+)
+
+// retried is a call these tests retry until it succeeds, each attempt within attemptTimeout.
+func retried(call func(ctx context.Context) error) framework.Condition {
+	return framework.PerAttempt(attemptTimeout, framework.Succeeds(call))
 }
 
 func memberList(t *testing.T, cli *clientv3.Client) []*etcdserverpb.Member {
@@ -62,13 +54,4 @@ func expected(members []*framework.Member) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-func find(members []*etcdserverpb.Member, id uint64) *etcdserverpb.Member {
-	for _, m := range members {
-		if m.ID == id {
-			return m
-		}
-	}
-	return nil
 }

@@ -9,7 +9,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/etcdmember/kubectl-etcdmember/internal/agent"
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 )
 
 // errNoHolder: the Lease exists but nobody holds it, between two leaders.
@@ -32,8 +32,8 @@ func LeaseHolder(lease *coordinationv1.Lease) string {
 func (a *APIServer) LeaderAgent(t TB) string {
 	t.Helper()
 	var name string
-	err := poll(leaderTimeout, nil, func(ctx context.Context) error {
-		lease, err := a.Clientset().CoordinationV1().Leases("kube-system").Get(ctx, agent.LeaseName, metav1.GetOptions{})
+	err := poll(leaderTimeout, func(ctx context.Context) error {
+		lease, err := a.Clientset().CoordinationV1().Leases("kube-system").Get(ctx, v1alpha1.LeaseName, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -43,7 +43,7 @@ func (a *APIServer) LeaderAgent(t TB) string {
 		return nil
 	})
 	if err != nil {
-		t.Fatalf("no agent holds the %s Lease after %s: %v", agent.LeaseName, leaderTimeout, err)
+		t.Fatalf("no agent holds the %s Lease after %s: %v", v1alpha1.LeaseName, leaderTimeout, err)
 	}
 	return name
 }

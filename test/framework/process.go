@@ -215,7 +215,17 @@ func (p *process) wait(timeout time.Duration) bool {
 // passes or the process exits first.
 func (p *process) waitReady(t TB, timeout time.Duration, what string, check func(context.Context) error) {
 	t.Helper()
-	if err := poll(timeout, p.exited, check); err != nil {
+	err := Poll(timeout, pollInterval, PerAttempt(attemptTimeout, func(ctx context.Context) (bool, error) {
+		err := check(ctx)
+		if err == nil {
+			return true, nil
+		}
+		if aerr := p.exited(); aerr != nil {
+			return false, Stop(fmt.Errorf("%w (last error: %w)", aerr, err))
+		}
+		return false, err
+	}))
+	if err != nil {
 		t.Fatalf("%s: %s: %v (log: %s)", p.name, what, err, p.logPath)
 	}
 }
@@ -252,35 +262,9 @@ const (
 	attemptTimeout = 2 * time.Second
 )
 
-// permanent marks an error from a poll check that retrying cannot fix.
-type permanent struct{ error }
-
-func (p permanent) Unwrap() error { return p.error }
-
-// poll calls check every pollInterval until it returns nil or timeout passes,
-// or until check returns a permanent error. abort, if not nil, is consulted
-// between attempts and ends the wait early.
-func poll(timeout time.Duration, abort func() error, check func(context.Context) error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), min(attemptTimeout, max(time.Until(deadline), pollInterval)))
-		err := check(ctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		var perm permanent
-		if errors.As(err, &perm) {
-			return perm.error
-		}
-		if abort != nil {
-			if aerr := abort(); aerr != nil {
-				return fmt.Errorf("%w (last error: %w)", aerr, err)
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not done after %s: %w", timeout, err)
-		}
-		time.Sleep(pollInterval)
-	}
+// poll is the framework's own wait for a process or cluster state: check runs
+// every pollInterval, each attempt within attemptTimeout, until it returns nil
+// or timeout passes. A check returns Stop(err) for an error retrying cannot fix.
+func poll(timeout time.Duration, check func(context.Context) error) error {
+	return Poll(timeout, pollInterval, PerAttempt(attemptTimeout, Succeeds(check)))
 }

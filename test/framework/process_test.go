@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -99,16 +100,13 @@ func reapedBeforeMarked(t *testing.T, p *process, cue string) {
 	if err := os.WriteFile(cue, nil, 0o600); err != nil {
 		t.Fatalf("cue: %v", err)
 	}
-	deadline := time.Now().Add(killTimeout)
-	for {
-		err := p.cmd.Process.Signal(syscall.Signal(0))
-		if errors.Is(err, os.ErrProcessDone) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("child of %s not reaped after %s (last answer: %v)", p.name, killTimeout, err)
-		}
-		time.Sleep(100 * time.Microsecond)
+	var last error
+	err := Poll(killTimeout, 100*time.Microsecond, func(context.Context) (bool, error) {
+		last = p.cmd.Process.Signal(syscall.Signal(0))
+		return errors.Is(last, os.ErrProcessDone), nil
+	})
+	if err != nil {
+		t.Fatalf("child of %s not reaped after %s (last answer: %v)", p.name, killTimeout, last)
 	}
 	if isClosed(p.done) {
 		t.Fatalf("%s marked exited while its lock was held", p.name)

@@ -402,6 +402,7 @@ func TestArchivesHoldWhatTheManifestPromises(t *testing.T) {
 			t.Errorf("%s: %s has mode %v, want 0755", p.ArchiveName(), p.BinaryName(), bin.Mode)
 		}
 		checkBinary(t, p, bin.Data, version)
+		checkNoFailpoints(t, p.ArchiveName()+": "+p.BinaryName(), p, bin.Data)
 	}
 }
 

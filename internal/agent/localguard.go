@@ -1,0 +1,64 @@
+// The local guard: the leader acts through its local etcd member, so an agent campaigns only
+// while it reaches that member, and a leader whose member became unusable steps down.
+
+package agent
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// The leader acts through its local etcd member: it reads the member list there and removes
+// members through it. An agent whose member is gone (removed, wiped, its etcd down) can hold the
+// Lease and do nothing, which the chaos run found: a leave waited on it for good. So an agent only
+// campaigns while its registrar reaches the local member, and a leader steps down once it has not
+// for localUnusableAfter sync intervals.
+const localUnusableAfter = 2
+
+// awaitLocalMember returns once the registrar's last sync reached the local member.
+func (l *leadership) awaitLocalMember(ctx context.Context) {
+	if l.registrar.Ready() == nil {
+		return
+	}
+	logf.FromContext(ctx).Info("Local etcd member not reachable or not in the member list; staying out of the election until it is")
+	// It fails only once ctx has ended, which the caller notices next.
+	_ = wait.PollUntilContextCancel(ctx, l.opts.RetryPeriod, false, func(context.Context) (bool, error) {
+		return l.registrar.Ready() == nil, nil
+	})
+}
+
+// localGuard ends a leadership term whose local member has been unusable too long.
+type localGuard struct{ l *leadership }
+
+func (g localGuard) NeedLeaderElection() bool { return true }
+
+func (g localGuard) Start(ctx context.Context) error {
+	limit := localUnusableAfter * g.l.opts.SyncInterval
+	var since time.Time
+	unusableTooLong := func(context.Context) (bool, error) {
+		if g.l.registrar.Ready() == nil {
+			since = time.Time{}
+			return false, nil
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		return time.Since(since) >= limit, nil
+	}
+	if err := wait.PollUntilContextCancel(ctx, g.l.opts.RetryPeriod, false, unusableTooLong); err != nil {
+		// The term ended.
+		return nil
+	}
+	logf.FromContext(ctx).Info("Local etcd member unusable; stepping down so that an agent with a working member leads", "for", time.Since(since).Round(time.Second))
+	g.l.mu.Lock()
+	stepDown := g.l.stepDown
+	g.l.mu.Unlock()
+	// Like a hand-over: never in the middle of a change.
+	g.l.changeLock.Lock()
+	stepDown()
+	g.l.changeLock.Unlock()
+	return nil
+}

@@ -1,0 +1,254 @@
+// The term loop: the leave controller runs in leadership terms, each one a fresh manager that
+// campaigns for the Lease. Giving leadership up (a hand-over, a withdrawal before winning, a local
+// member gone unusable) then only ends a term, and the next campaign starts with a new manager,
+// cache and reconciler. The reconciler sees its term only through controller.Leadership (term).
+
+package agent
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/controller"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/events"
+)
+
+// leadership runs the leave controller in leadership terms. Each term is a fresh manager that
+// campaigns for the Lease; a term ends when ctx ends, when leadership is lost, when the leader
+// steps down so that another agent can remove this node's own member, or when this node's own
+// member is asked to leave while the term is still campaigning.
+//
+// The leader never removes its own member, so an agent whose own member has a pending leave stays
+// out of the election (holdOff) until the Lease has been free for a whole lease duration with
+// nobody taking it: winning would only cost a hand-over and one more election before the member
+// goes. Campaigning then anyway keeps a lone agent leading for every other object, while it
+// retries the hand-over with back-off.
+type leadership struct {
+	opts      Options
+	rest      *rest.Config
+	etcd      *etcd.Client
+	events    *events.Recorder
+	registrar *Registrar
+	// intents outlives the terms, so that they share one etcd lease.
+	intents  *etcd.Intents
+	identity string
+
+	// changeLock is shared by every term's reconciler: see controller.LeaveReconciler.ChangeLock.
+	changeLock sync.Mutex
+
+	// own follows whether the local member has a pending leave; nil without leader election.
+	own *ownLeave
+
+	mu        sync.Mutex
+	termStart time.Time
+	stepDown  context.CancelFunc
+	// steppedDown: the last term ended in a hand-over. The next holdOff stays out even before
+	// its cache shows the leave that the term's controller acted on.
+	steppedDown bool
+	// noTaker counts the holdOffs in a row that ended with nobody taking the Lease while
+	// noTakerFor, the local member, had a pending leave; it sets the hand-over back-off.
+	noTakerFor   uint64
+	noTakerCount int
+}
+
+// NeedLeaderElection: the terms campaign themselves.
+func (l *leadership) NeedLeaderElection() bool { return false }
+
+// Start runs terms until ctx ends.
+func (l *leadership) Start(ctx context.Context) error {
+	log := logf.FromContext(ctx).WithName("leadership")
+	ctx = logf.IntoContext(ctx, log)
+	if l.opts.LeaderElect {
+		own, err := startOwnLeave(ctx, l.rest, l.registrar.Client.Scheme(), l.registrar.LocalMemberID)
+		if err != nil {
+			return err
+		}
+		l.own = own
+	}
+	for ctx.Err() == nil {
+		// A campaign that holdOff let through although the own leave is pending is deliberate
+		// (nobody else took the Lease) and must not be withdrawn for that same leave.
+		deliberate := false
+		if l.opts.LeaderElect {
+			l.awaitLocalMember(ctx)
+		}
+		if !l.awaitLeadableEtcd(ctx) {
+			return nil
+		}
+		if l.opts.LeaderElect {
+			deliberate = l.holdOff(ctx)
+		}
+		termCtx, cancel := context.WithCancel(ctx)
+		l.mu.Lock()
+		l.stepDown = cancel
+		l.termStart = time.Time{}
+		l.mu.Unlock()
+		if l.own != nil && !deliberate {
+			go l.withdrawOnOwnLeave(termCtx)
+		}
+		err := l.runTerm(termCtx)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		// A term that stepped down or withdrew returns nil and goes straight to holdOff, which
+		// decides how long to stay out.
+		if err != nil {
+			log.Error(err, "Leadership term ended")
+			select {
+			case <-ctx.Done():
+			case <-time.After(l.opts.RetryPeriod):
+			}
+		}
+	}
+	return nil
+}
+
+func (l *leadership) runTerm(ctx context.Context) error {
+	opts := ctrl.Options{
+		Scheme:                 l.registrar.Client.Scheme(),
+		Logger:                 logf.FromContext(ctx),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Every term registers the same controller name again in this process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	}
+	if l.opts.LeaderElect {
+		lock, err := resourcelock.NewFromKubeconfig(resourcelock.LeasesResourceLock,
+			l.opts.LeaderElectionNamespace, v1alpha1.LeaseName, resourcelock.ResourceLockConfig{Identity: l.identity},
+			l.rest, l.opts.RenewDeadline)
+		if err != nil {
+			return fmt.Errorf("creating the leader election lock: %w", err)
+		}
+		opts.LeaderElection = true
+		opts.LeaderElectionID = v1alpha1.LeaseName
+		opts.LeaderElectionNamespace = l.opts.LeaderElectionNamespace
+		opts.LeaderElectionResourceLockInterface = lock
+		opts.LeaderElectionReleaseOnCancel = true
+		opts.LeaseDuration = &l.opts.LeaseDuration
+		opts.RenewDeadline = &l.opts.RenewDeadline
+		opts.RetryPeriod = &l.opts.RetryPeriod
+	}
+	mgr, err := ctrl.NewManager(l.rest, opts)
+	if err != nil {
+		return fmt.Errorf("creating the leader's manager: %w", err)
+	}
+	// One connection per member for the term's probes and removals.
+	pool := etcd.NewPool(l.etcd)
+	defer pool.Close()
+	watcher := controller.NewMembershipWatcher(mgr.GetClient(), l.etcd, pool, controller.WatcherConfig{
+		PollInterval: l.opts.MembershipPollInterval, ProbeInterval: l.opts.ProbeInterval,
+		ProbeTimeout: l.opts.ProbeTimeout, HealthRefresh: l.opts.HealthRefresh,
+	})
+	reconciler := &controller.LeaveReconciler{
+		Client:          mgr.GetClient(),
+		APIReader:       mgr.GetAPIReader(),
+		Events:          l.events,
+		Etcd:            l.etcd,
+		Peers:           pool,
+		Intents:         l.intents,
+		Leadership:      term{l},
+		Probes:          watcher.Probes,
+		ChangeLock:      &l.changeLock,
+		ProbeTimeout:    l.opts.ProbeTimeout,
+		RecheckInterval: l.opts.RecheckInterval,
+		// The back-off only grows between terms (in holdOff), so one value serves the whole term.
+		HandOverRetry:          l.handOverRetry(),
+		HealthRefresh:          l.opts.HealthRefresh,
+		LearnerStallTimeout:    l.opts.LearnerStallTimeout,
+		RemoveUnreachableAfter: l.opts.RemoveUnreachableAfter,
+		MinVoters:              l.opts.MinVoters,
+		DiscoveryGrace:         controller.DiscoveryGrace(l.opts.MembershipPollInterval),
+	}
+	if err := mgr.Add(watcher); err != nil {
+		return err
+	}
+	if err := mgr.Add(termStarted{l}); err != nil {
+		return err
+	}
+	if l.opts.LeaderElect {
+		if err := mgr.Add(localGuard{l}); err != nil {
+			return err
+		}
+	}
+	if err := reconciler.SetupWithManager(mgr, watcher); err != nil {
+		return fmt.Errorf("setting up the leave controller: %w", err)
+	}
+	return mgr.Start(ctx)
+}
+
+// termHeld reads the leader Lease past every cache and fails unless it still names this agent
+// and was renewed less than a lease duration ago. The renewTime it checks was written by this
+// agent, so this agent's clock is the right one to judge it by.
+func (l *leadership) termHeld(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	lease := &coordinationv1.Lease{}
+	if err := l.registrar.Reader.Get(ctx, types.NamespacedName{Namespace: l.opts.LeaderElectionNamespace, Name: v1alpha1.LeaseName}, lease); err != nil {
+		return fmt.Errorf("reading the leader Lease: %w", err)
+	}
+	if holder := ptr.Deref(lease.Spec.HolderIdentity, ""); holder != l.identity {
+		return fmt.Errorf("the leader Lease is held by %q, not by this agent (%s): its term has ended", holder, l.identity)
+	}
+	if lease.Spec.RenewTime == nil || time.Since(lease.Spec.RenewTime.Time) >= l.opts.LeaseDuration {
+		return fmt.Errorf("this agent last renewed the leader Lease more than a lease duration (%s) ago: its term has ended", l.opts.LeaseDuration)
+	}
+	return nil
+}
+
+// termStarted marks the moment this agent became leader.
+type termStarted struct{ l *leadership }
+
+func (t termStarted) NeedLeaderElection() bool { return true }
+
+func (t termStarted) Start(ctx context.Context) error {
+	t.l.markTermStart(time.Now())
+	logf.FromContext(ctx).Info("Became leader", "identity", t.l.identity)
+	<-ctx.Done()
+	return nil
+}
+
+// markTermStart records when leadership began, once per term. A reconcile may run before the
+// termStarted runnable does, so whichever comes first sets it.
+func (l *leadership) markTermStart(t time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.markTermStartLocked(t)
+}
+
+func (l *leadership) markTermStartLocked(t time.Time) {
+	if l.termStart.IsZero() {
+		l.termStart = t
+	}
+}
+
+// term is the reconciler's view of this agent's leadership (controller.Leadership).
+type term struct{ l *leadership }
+
+var _ controller.Leadership = term{}
+
+func (t term) LocalMemberID() uint64 { return t.l.registrar.LocalMemberID() }
+
+func (t term) HandOver(memberID uint64) bool { return t.l.handOver(memberID) }
+
+// TermHeld checks the leader Lease; without leader election there is no term to lose.
+func (t term) TermHeld(ctx context.Context) error {
+	if !t.l.opts.LeaderElect {
+		return nil
+	}
+	return t.l.termHeld(ctx)
+}

@@ -1,0 +1,551 @@
+// Package etcdfake models an etcd cluster in memory, closely enough for the controller's unit
+// tier: voters and learners, one leader, members that are down or answer under another ID, etcd's
+// strict reconfiguration checks, and calls whose answer is lost after the cluster applied them.
+// It implements the controller's Cluster, Peers and IntentStore interfaces and records every
+// membership change it applied, so a test asserts on what happened to the cluster, not on calls.
+//
+// It is a model, not etcd: there is no log, no election timing and no network. Anything a test
+// claims about real etcd belongs in test/e2e, on real processes.
+package etcdfake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
+)
+
+// Op names a call of the model, for faults and the record of changes.
+type Op string
+
+// The calls a fault can be injected into.
+const (
+	OpMemberList    Op = "MemberList"
+	OpMemberRemove  Op = "MemberRemove"
+	OpMemberPromote Op = "MemberPromote"
+	OpMemberUpdate  Op = "MemberUpdate"
+	OpAlarms        Op = "Alarms"
+	OpMoveLeader    Op = "MoveLeader"
+	OpIntentPut     Op = "IntentPut"
+	OpIntentGet     Op = "IntentGet"
+	OpIntentDelete  Op = "IntentDelete"
+)
+
+// ErrNoQuorum is what a call that needs the cluster's agreement returns while fewer than a quorum
+// of voters run: a real client times out.
+var ErrNoQuorum = fmt.Errorf("etcdfake: no quorum: %w", context.DeadlineExceeded)
+
+// ErrAnswerLost is returned by a call the cluster applied but whose answer never reached the
+// caller (a timeout after the commit, a connection cut after the request went out).
+var ErrAnswerLost = fmt.Errorf("etcdfake: answer lost after the change was applied: %w", context.DeadlineExceeded)
+
+// Member is one modelled member.
+type Member struct {
+	etcd.Member
+	// Down: the process is stopped or cut off; it answers nothing and counts as inactive for
+	// etcd's strict reconfiguration checks.
+	Down bool
+	// NoLeader: the member answers status, but has lost its leader (a partition on its side), so
+	// it serves no linearizable read.
+	NoLeader bool
+	// AnsweredBy makes another member answer on this member's client URLs (a VIP, a reused
+	// address); probes then find this member unreachable.
+	AnsweredBy uint64
+	// Ready: a learner close enough to the leader's log to be promoted.
+	Ready     bool
+	RaftIndex uint64
+}
+
+// Change is one membership change the model applied.
+type Change struct {
+	Op Op
+	ID uint64
+	// To is the transferee of a MoveLeader; PeerURLs the new URLs of a MemberUpdate.
+	To       uint64
+	PeerURLs []string
+}
+
+// Cluster is the modelled cluster. Its zero value is not usable; use New.
+type Cluster struct {
+	mu      sync.Mutex
+	members map[uint64]*Member
+	leader  uint64
+	intents map[uint64]string
+	alarms  map[uint64][]string
+	faults  map[Op][]fault
+	changes []Change
+	calls   map[Op]int
+	hooks   map[hookKey]func()
+}
+
+// When says whether a hook runs before a call is applied or after.
+type When bool
+
+// The two points of a call a hook can run at.
+const (
+	Before When = false
+	After  When = true
+)
+
+type hookKey struct {
+	op   Op
+	when When
+}
+
+type fault struct {
+	err error
+	// after: the call is applied before err is returned.
+	after bool
+}
+
+// New returns a cluster of the given members, led by the first voter.
+func New(members ...Member) *Cluster {
+	c := &Cluster{
+		members: map[uint64]*Member{}, intents: map[uint64]string{}, alarms: map[uint64][]string{},
+		faults: map[Op][]fault{}, calls: map[Op]int{}, hooks: map[hookKey]func(){},
+	}
+	for i := range members {
+		m := members[i]
+		c.members[m.ID] = &m
+		if c.leader == 0 && !m.IsLearner {
+			c.leader = m.ID
+		}
+	}
+	return c
+}
+
+// Voters returns n voters with IDs 1..n, named node-1..node-n, on 127.0.0.<id>.
+func Voters(n int) []Member {
+	out := make([]Member, 0, n)
+	for id := uint64(1); id <= uint64(n); id++ {
+		out = append(out, Member{Member: etcd.Member{
+			ID: id, Name: fmt.Sprintf("node-%d", id),
+			PeerURLs:   []string{fmt.Sprintf("https://127.0.0.%d:2380", id)},
+			ClientURLs: []string{fmt.Sprintf("https://127.0.0.%d:2379", id)},
+		}, RaftIndex: 100})
+	}
+	return out
+}
+
+// Learner returns a started learner with this ID.
+func Learner(id uint64, ready bool) Member {
+	m := Voters(int(id))[id-1]
+	// Behind the voters' index 100: a learner still replicating.
+	m.IsLearner, m.Ready, m.RaftIndex = true, ready, 10
+	return m
+}
+
+// Set changes member id in place under the model's lock.
+func (c *Cluster) Set(id uint64, f func(*Member)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m, ok := c.members[id]; ok {
+		f(m)
+		if m.Down && c.leader == id {
+			c.electLocked()
+		}
+	}
+}
+
+// Add puts a member into the member list, as a MemberAdd by another tool would.
+func (c *Cluster) Add(m Member) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.members[m.ID] = &m
+}
+
+// SetLeader makes id the leader.
+func (c *Cluster) SetLeader(id uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.leader = id
+}
+
+// Leader returns the current leader, 0 without quorum.
+func (c *Cluster) Leader() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.quorumLocked() {
+		return 0
+	}
+	return c.leader
+}
+
+// SetAlarm raises alarm on member id.
+func (c *Cluster) SetAlarm(id uint64, alarm string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.alarms[id] = append(c.alarms[id], alarm)
+}
+
+// Fail makes the next call of op fail with err before it is applied.
+func (c *Cluster) Fail(op Op, err error) { c.addFault(op, fault{err: err}) }
+
+// LoseAnswer makes the next call of op apply and then fail with ErrAnswerLost.
+func (c *Cluster) LoseAnswer(op Op) { c.addFault(op, fault{err: ErrAnswerLost, after: true}) }
+
+func (c *Cluster) addFault(op Op, f fault) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.faults[op] = append(c.faults[op], f)
+}
+
+// Hook runs f at every call of op, before or after the call is applied. f runs under the model's
+// lock and must not call the Cluster. Tests use it to change the world between a reconcile's read
+// and its act, or to crash the caller there: a hook that cancels the caller's context makes the
+// call, and everything the caller does after it, fail as if its process had died at that point.
+func (c *Cluster) Hook(op Op, when When, f func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hooks[hookKey{op, when}] = f
+}
+
+// Changes returns the membership changes applied so far, in order.
+func (c *Cluster) Changes() []Change {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.changes)
+}
+
+// Calls returns how often op was called, faults included.
+func (c *Cluster) Calls(op Op) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[op]
+}
+
+// Has tells whether member id is in the member list.
+func (c *Cluster) Has(id uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.members[id]
+	return ok
+}
+
+// IsLearner tells whether member id is a learner.
+func (c *Cluster) IsLearner(id uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.members[id]
+	return ok && m.IsLearner
+}
+
+// Intent returns the request named in the intent to remove id, and whether one is stored.
+func (c *Cluster) Intent(id uint64) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o, ok := c.intents[id]
+	return o, ok
+}
+
+// begin counts a call and takes its fault, if one is queued. It fails the call at once for a
+// fault before the change, or for the cluster having no quorum when the call needs it.
+func (c *Cluster) begin(ctx context.Context, op Op, needsQuorum bool) (after error, err error) {
+	c.calls[op]++
+	if f := c.hooks[hookKey{op, Before}]; f != nil {
+		f()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if q := c.faults[op]; len(q) > 0 {
+		f := q[0]
+		c.faults[op] = q[1:]
+		if !f.after {
+			return nil, f.err
+		}
+		after = f.err
+	}
+	if needsQuorum && !c.quorumLocked() {
+		return nil, ErrNoQuorum
+	}
+	return after, nil
+}
+
+// end runs op's after-hook and returns what the caller gets: its context's error when the hook
+// ended it, else the queued fault's error, if any.
+func (c *Cluster) end(ctx context.Context, op Op, after error) error {
+	if f := c.hooks[hookKey{op, After}]; f != nil {
+		f()
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return after
+}
+
+func (c *Cluster) voterIDsLocked() []uint64 {
+	var ids []uint64
+	for id, m := range c.members {
+		if !m.IsLearner {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (c *Cluster) activeLocked(id uint64) bool {
+	m, ok := c.members[id]
+	return ok && !m.Down && !m.NoLeader
+}
+
+// quorumLocked: a quorum of the voters runs and hears the leader.
+func (c *Cluster) quorumLocked() bool {
+	voters := c.voterIDsLocked()
+	active := 0
+	for _, id := range voters {
+		if c.activeLocked(id) {
+			active++
+		}
+	}
+	return len(voters) > 0 && active >= len(voters)/2+1 && c.activeLocked(c.leader)
+}
+
+// electLocked makes the lowest active voter lead, the way an election ends up with some leader.
+func (c *Cluster) electLocked() {
+	c.leader = 0
+	for _, id := range c.voterIDsLocked() {
+		if c.activeLocked(id) {
+			c.leader = id
+			return
+		}
+	}
+}
+
+// MemberList answers the member list, sorted by ID.
+func (c *Cluster) MemberList(ctx context.Context) ([]etcd.Member, error) {
+	c.mu.Lock()
+	after, err := c.begin(ctx, OpMemberList, true)
+	if err != nil {
+		c.mu.Unlock()
+		return nil, err
+	}
+	out := make([]etcd.Member, 0, len(c.members))
+	for _, id := range slices.Sorted(maps.Keys(c.members)) {
+		m := c.members[id].Member
+		m.PeerURLs, m.ClientURLs = slices.Clone(m.PeerURLs), slices.Clone(m.ClientURLs)
+		out = append(out, m)
+	}
+	err = c.end(ctx, OpMemberList, after)
+	c.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// MemberRemove removes member id under etcd's strict reconfiguration check: removing a voter must
+// leave at least a quorum of the remaining voters active, or etcd refuses with ErrUnhealthy.
+func (c *Cluster) MemberRemove(ctx context.Context, id uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	after, err := c.begin(ctx, OpMemberRemove, true)
+	if err != nil {
+		return err
+	}
+	m, ok := c.members[id]
+	if !ok {
+		return rpctypes.ErrMemberNotFound
+	}
+	if !m.IsLearner {
+		remaining, active := 0, 0
+		for _, v := range c.voterIDsLocked() {
+			if v == id {
+				continue
+			}
+			remaining++
+			if c.activeLocked(v) {
+				active++
+			}
+		}
+		if remaining == 0 || active < remaining/2+1 {
+			return rpctypes.ErrUnhealthy
+		}
+	}
+	delete(c.members, id)
+	delete(c.alarms, id)
+	c.changes = append(c.changes, Change{Op: OpMemberRemove, ID: id})
+	if c.leader == id {
+		c.electLocked()
+	}
+	return c.end(ctx, OpMemberRemove, after)
+}
+
+// MemberPromote promotes a learner that is ready, as etcd does; otherwise ErrLearnerNotReady.
+func (c *Cluster) MemberPromote(ctx context.Context, id uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	after, err := c.begin(ctx, OpMemberPromote, true)
+	if err != nil {
+		return err
+	}
+	m, ok := c.members[id]
+	switch {
+	case !ok:
+		return rpctypes.ErrMemberNotFound
+	case !m.IsLearner:
+		return rpctypes.ErrMemberNotLearner
+	case m.Down || !m.Ready:
+		return etcd.ErrLearnerNotReady
+	}
+	m.IsLearner = false
+	c.changes = append(c.changes, Change{Op: OpMemberPromote, ID: id})
+	return c.end(ctx, OpMemberPromote, after)
+}
+
+// MemberUpdate sets member id's peer URLs; etcd refuses a URL another member has.
+func (c *Cluster) MemberUpdate(ctx context.Context, id uint64, peerURLs []string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	after, err := c.begin(ctx, OpMemberUpdate, true)
+	if err != nil {
+		return err
+	}
+	m, ok := c.members[id]
+	if !ok {
+		return rpctypes.ErrMemberNotFound
+	}
+	for oid, o := range c.members {
+		if oid != id && slices.ContainsFunc(o.PeerURLs, func(u string) bool { return slices.Contains(peerURLs, u) }) {
+			return rpctypes.ErrPeerURLExist
+		}
+	}
+	m.PeerURLs = slices.Clone(peerURLs)
+	c.changes = append(c.changes, Change{Op: OpMemberUpdate, ID: id, PeerURLs: slices.Clone(peerURLs)})
+	return c.end(ctx, OpMemberUpdate, after)
+}
+
+// Alarms returns the raised alarms by member ID.
+func (c *Cluster) Alarms(ctx context.Context) (map[uint64][]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	after, err := c.begin(ctx, OpAlarms, true)
+	if err != nil {
+		return nil, err
+	}
+	out := map[uint64][]string{}
+	for id, a := range c.alarms {
+		out[id] = slices.Clone(a)
+	}
+	return out, c.end(ctx, OpAlarms, after)
+}
+
+// Probe answers as the member on m's client URLs would: nothing when it is down, another ID when
+// another member answers there, no linearizable read without a leader.
+func (c *Cluster) Probe(ctx context.Context, m etcd.Member, _ time.Duration) etcd.Health {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := etcd.Health{At: time.Now()}
+	if err := ctx.Err(); err != nil {
+		h.Err = err
+		return h
+	}
+	mm, ok := c.members[m.ID]
+	switch {
+	case !ok || mm.Down:
+		h.Err = fmt.Errorf("status of %v: connection refused", m.ClientURLs)
+		return h
+	case mm.AnsweredBy != 0:
+		h.AnsweredBy = mm.AnsweredBy
+		h.Err = fmt.Errorf("%v answered as member %s, not as %s", m.ClientURLs, etcd.IDString(mm.AnsweredBy), etcd.IDString(m.ID))
+		return h
+	}
+	h.Reachable = true
+	h.Status = etcd.EndpointStatus{MemberID: m.ID, IsLearner: mm.IsLearner, RaftTerm: 2, RaftIndex: mm.RaftIndex}
+	if !mm.NoLeader && c.quorumLocked() {
+		h.Status.Leader = c.leader
+	}
+	if mm.IsLearner {
+		h.Serving = true
+		return h
+	}
+	if h.Status.Leader == 0 {
+		h.Err = fmt.Errorf("linearizable read from %v: %w", m.ClientURLs, context.DeadlineExceeded)
+		return h
+	}
+	h.Serving = true
+	return h
+}
+
+// MoveLeader hands leadership from m, which must lead, to an active voter.
+func (c *Cluster) MoveLeader(ctx context.Context, m etcd.Member, transferee uint64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	after, err := c.begin(ctx, OpMoveLeader, true)
+	if err != nil {
+		return err
+	}
+	t, ok := c.members[transferee]
+	switch {
+	case c.leader != m.ID:
+		return rpctypes.ErrNotLeader
+	case !ok || t.IsLearner || !c.activeLocked(transferee):
+		return rpctypes.ErrBadLeaderTransferee
+	}
+	c.leader = transferee
+	c.changes = append(c.changes, Change{Op: OpMoveLeader, ID: m.ID, To: transferee})
+	return c.end(ctx, OpMoveLeader, after)
+}
+
+// Retain is a no-op: the model keeps no connections.
+func (c *Cluster) Retain([]etcd.Member) {}
+
+// Intents is the cluster's removal intents, stored through raft like any key.
+type Intents struct{ c *Cluster }
+
+// Intents returns the cluster's intent store.
+func (c *Cluster) Intents() *Intents { return &Intents{c: c} }
+
+// Put stores the intent and returns the request stored before, "" for none.
+func (i *Intents) Put(ctx context.Context, id uint64, request string) (string, error) {
+	c := i.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	after, err := c.begin(ctx, OpIntentPut, true)
+	if err != nil {
+		return "", err
+	}
+	prior := c.intents[id]
+	c.intents[id] = request
+	return prior, c.end(ctx, OpIntentPut, after)
+}
+
+// Get returns the request the intent for id names, "" for none.
+func (i *Intents) Get(ctx context.Context, id uint64) (string, error) {
+	c := i.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	after, err := c.begin(ctx, OpIntentGet, true)
+	if err != nil {
+		return "", err
+	}
+	request := c.intents[id]
+	if err := c.end(ctx, OpIntentGet, after); err != nil {
+		return "", err
+	}
+	return request, nil
+}
+
+// Delete withdraws the intent for id.
+func (i *Intents) Delete(ctx context.Context, id uint64) error {
+	c := i.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	after, err := c.begin(ctx, OpIntentDelete, true)
+	if err != nil {
+		return err
+	}
+	delete(c.intents, id)
+	return c.end(ctx, OpIntentDelete, after)
+}
+
+// ErrInjected is a ready-made error for Fail.
+var ErrInjected = errors.New("etcdfake: injected failure")
