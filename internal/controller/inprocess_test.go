@@ -213,21 +213,10 @@ func TestCrashPoints(t *testing.T) {
 				w.etcd.SetLeader(2)
 			}
 			w.askLeave("node-2")
-			w.crashAt(tc.op, tc.when)
-			// Its error, or a fenced change, is nobody's to read: the agent is dead.
-			_, _ = w.reconcile("node-2")
-			if s, _ := w.condition("node-2", v1alpha1.ConditionLeft); s != "" {
-				t.Fatalf("a dead agent wrote Left=%s", s)
-			}
-			w.etcd.Hook(tc.op, tc.when, nil)
-			w.newTerm()
+			w.crashThenNewTerm("node-2", tc.op, tc.when)
 			w.mustReconcile("node-2")
-			if s, reason := w.condition("node-2", v1alpha1.ConditionLeft); s != metav1.ConditionTrue || reason != v1alpha1.ReasonRemoved {
-				t.Errorf("after the new leader: Left = %s/%s, want True/Removed", s, reason)
-			}
-			if s, reason := w.condition("node-2", v1alpha1.ConditionJoined); s != metav1.ConditionFalse || reason != v1alpha1.ReasonRemoved {
-				t.Errorf("after the new leader: Joined = %s/%s, want False/Removed", s, reason)
-			}
+			w.expect("node-2", v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved, "after the new leader")
+			w.expect("node-2", v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonRemoved, "after the new leader")
 			if got := w.removals(); !slices.Equal(got, []uint64{2}) {
 				t.Errorf("removed %v, want member 2 exactly once", got)
 			}
@@ -240,24 +229,17 @@ func TestCrashPoints(t *testing.T) {
 func TestCancelAfterCrashLeavesNoIntent(t *testing.T) {
 	w := newWorld(t, etcdfake.Voters(3)...)
 	w.askLeave("node-2")
-	w.crashAt(etcdfake.OpIntentPut, etcdfake.After)
-	if _, err := w.reconcile("node-2"); err == nil {
-		t.Fatal("the crashed reconcile reported success")
-	}
-	w.etcd.Hook(etcdfake.OpIntentPut, etcdfake.After, nil)
+	w.crashThenNewTerm("node-2", etcdfake.OpIntentPut, etcdfake.After)
 	if _, stored := w.etcd.Intent(2); !stored {
 		t.Fatal("the crash point was passed without the intent stored")
 	}
 	w.edit("node-2", func(m *v1alpha1.EtcdMember) { m.Spec.Leave = false })
-	w.newTerm()
 	w.mustReconcile("node-2")
 	if err := w.etcd.MemberRemove(t.Context(), 2); err != nil {
 		t.Fatal(err)
 	}
 	w.mustReconcile("node-2")
-	if s, reason := w.condition("node-2", v1alpha1.ConditionJoined); s != metav1.ConditionFalse || reason != v1alpha1.ReasonNotFound {
-		t.Errorf("Joined = %s/%s, want False/NotFound: the removal by hand was not ours", s, reason)
-	}
+	w.expect("node-2", v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonNotFound, "the removal by hand was not ours")
 }
 
 // TestLeavesJudgedOneAfterAnother is the clarified serialization rule: four voters with one dead,
@@ -269,12 +251,8 @@ func TestLeavesJudgedOneAfterAnother(t *testing.T) {
 	w.askLeave("node-3")
 	w.mustReconcile("node-2")
 	w.mustReconcile("node-3")
-	if s, reason := w.condition("node-2", v1alpha1.ConditionLeft); s != metav1.ConditionTrue || reason != v1alpha1.ReasonRemoved {
-		t.Errorf("first leave: Left = %s/%s, want True/Removed", s, reason)
-	}
-	if s, reason := w.condition("node-3", v1alpha1.ConditionLeft); s != metav1.ConditionFalse || reason != v1alpha1.ReasonQuorumAtRisk {
-		t.Errorf("second leave: Left = %s/%s, want False/QuorumAtRisk", s, reason)
-	}
+	w.expect("node-2", v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved, "first leave")
+	w.expect("node-3", v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk, "second leave")
 	if got := w.removals(); !slices.Equal(got, []uint64{2}) {
 		t.Errorf("removed %v, want only member 2", got)
 	}
@@ -355,16 +333,12 @@ func TestLearnerOutcomes(t *testing.T) {
 func TestEvictionCrash(t *testing.T) {
 	w := newWorld(t, append(etcdfake.Voters(3), etcdfake.Learner(4, false))...)
 	w.clock.SetTime(w.clock.Now().Add(11 * time.Minute))
-	w.crashAt(etcdfake.OpMemberRemove, etcdfake.After)
-	if _, err := w.reconcile("node-4"); err == nil {
-		t.Fatal("the crashed reconcile reported success")
+	w.crashThenNewTerm("node-4", etcdfake.OpMemberRemove, etcdfake.After)
+	if got := w.removals(); !slices.Equal(got, []uint64{4}) {
+		t.Fatalf("removed %v before the crash, want the learner", got)
 	}
-	w.etcd.Hook(etcdfake.OpMemberRemove, etcdfake.After, nil)
-	w.newTerm()
 	w.mustReconcile("node-4")
-	if s, reason := w.condition("node-4", v1alpha1.ConditionJoined); s != metav1.ConditionFalse || reason != v1alpha1.ReasonEvicted {
-		t.Errorf("Joined = %s/%s, want False/Evicted", s, reason)
-	}
+	w.expect("node-4", v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonEvicted, "after the new leader")
 	if got := w.removals(); !slices.Equal(got, []uint64{4}) {
 		t.Errorf("removed %v, want the learner once", got)
 	}
@@ -375,12 +349,10 @@ func TestEvictionCrash(t *testing.T) {
 func TestPromotionCrash(t *testing.T) {
 	w := newWorld(t, append(etcdfake.Voters(3), etcdfake.Learner(4, false))...)
 	w.etcd.Set(4, func(m *etcdfake.Member) { m.Ready = true })
-	w.crashAt(etcdfake.OpMemberPromote, etcdfake.After)
-	if _, err := w.reconcile("node-4"); err == nil {
-		t.Fatal("the crashed reconcile reported success")
+	w.crashThenNewTerm("node-4", etcdfake.OpMemberPromote, etcdfake.After)
+	if w.etcd.IsLearner(4) {
+		t.Fatal("the crash point was passed without the promotion")
 	}
-	w.etcd.Hook(etcdfake.OpMemberPromote, etcdfake.After, nil)
-	w.newTerm()
 	w.mustReconcile("node-4")
 	m := w.get("node-4")
 	if m.Status.IsLearner || !status.IsTrue(m, v1alpha1.ConditionPromoted) {

@@ -158,13 +158,26 @@ func (w *world) mustReconcile(name string) ctrl.Result {
 	return res
 }
 
-// crashAt makes the agent die at op's point, in every reconcile until cleared with a nil when.
+// crashAt makes the agent die at op's point, in every reconcile until the hook is cleared.
 func (w *world) crashAt(op etcdfake.Op, when etcdfake.When) {
 	w.etcd.Hook(op, when, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		w.crash()
 	})
+}
+
+// crashThenNewTerm reconciles name with the agent dying at op's point, then starts a new term as
+// the next leader would. The dead reconcile's outcome is nobody's to read; what it left behind is.
+func (w *world) crashThenNewTerm(name string, op etcdfake.Op, when etcdfake.When) {
+	w.t.Helper()
+	w.crashAt(op, when)
+	_, _ = w.reconcile(name)
+	w.etcd.Hook(op, when, nil)
+	if s, _ := w.condition(name, v1alpha1.ConditionLeft); s != "" {
+		w.t.Fatalf("a dead agent wrote Left=%s", s)
+	}
+	w.newTerm()
 }
 
 func (w *world) get(name string) *v1alpha1.EtcdMember {
@@ -197,6 +210,14 @@ func (w *world) condition(name, condType string) (metav1.ConditionStatus, string
 		return "", ""
 	}
 	return c.Status, c.Reason
+}
+
+// expect fails the test unless the object's condition has this status and reason; what says when.
+func (w *world) expect(name, condType string, want metav1.ConditionStatus, reason, what string) {
+	w.t.Helper()
+	if s, r := w.condition(name, condType); s != want || r != reason {
+		w.t.Errorf("%s: %s %s = %s/%s, want %s/%s", what, name, condType, s, r, want, reason)
+	}
 }
 
 // removals lists the member IDs the cluster removed, in order.

@@ -23,6 +23,12 @@ var allocated = struct {
 // actually binding it rather than trusting the in-process set alone; with 2^24
 // candidates the window between the check and the real bind is harmless.
 func allocateIP(ports ...int) (string, error) {
+	return reserveIP(func(ip string) error { return portsFree(ip, ports) })
+}
+
+// reserveIP draws random loopback addresses not handed out yet until take accepts one, and
+// reserves that one for good.
+func reserveIP(take func(ip string) error) (string, error) {
 	allocated.Lock()
 	defer allocated.Unlock()
 	const attempts = 100
@@ -32,7 +38,7 @@ func allocateIP(ports ...int) (string, error) {
 		if allocated.ips[ip] {
 			continue
 		}
-		if err := portsFree(ip, ports); err != nil {
+		if err := take(ip); err != nil {
 			lastErr = err
 			continue
 		}
@@ -65,23 +71,14 @@ func portsFree(ip string, ports []int) error {
 // where nothing will ever listen, or stand in for a VIP.
 func ListenLoopback(t TB, port int) net.Listener {
 	t.Helper()
-	allocated.Lock()
-	defer allocated.Unlock()
-	const attempts = 100
-	var lastErr error
-	for range attempts {
-		ip := net.IPv4(127, byte(1+rand.IntN(254)), byte(rand.IntN(256)), byte(1+rand.IntN(254))).String()
-		if allocated.ips[ip] {
-			continue
-		}
-		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		allocated.ips[ip] = true
-		return l
+	var l net.Listener
+	_, err := reserveIP(func(ip string) error {
+		var err error
+		l, err = net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("listening on port %d: %v", port, err)
 	}
-	t.Fatalf("no free loopback address for port %d after %d attempts: %v", port, attempts, lastErr)
-	return nil
+	return l
 }
