@@ -37,7 +37,7 @@ const fenceFreshness = 250 * time.Millisecond
 // start made them (see removeMember). What is left is the gap between these reads and the etcd
 // call: at most fenceFreshness of this agent's running time.
 func (r *LeaveReconciler) fence(ctx context.Context, m *v1alpha1.EtcdMember, change string, wanted func(*v1alpha1.EtcdMember) bool) error {
-	return r.readFence(ctx, m, r.now()).verdict(m, change, wanted)
+	return r.readFence(ctx, m, r.now(), nil).verdict(m, change, wanted)
 }
 
 // fenceReads is what the fence read, and when it started reading: the reads show the world at
@@ -50,14 +50,19 @@ type fenceReads struct {
 
 // readFence reads the leader Lease (through Leadership) and the object, both past every cache and
 // in parallel; started is when the caller decided to read, at the latest when the reads go out.
-func (r *LeaveReconciler) readFence(ctx context.Context, m *v1alpha1.EtcdMember, started time.Time) fenceReads {
+// Each read's end goes into s.
+func (r *LeaveReconciler) readFence(ctx context.Context, m *v1alpha1.EtcdMember, started time.Time, s *steps) fenceReads {
 	var wg sync.WaitGroup
 	reads := fenceReads{started: started}
-	wg.Go(func() { reads.termErr = r.Leadership.TermHeld(ctx) })
+	wg.Go(func() {
+		reads.termErr = r.Leadership.TermHeld(ctx)
+		s.done(stepFenceLease)
+	})
 	wg.Go(func() {
 		ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 		defer cancel()
 		reads.objErr = r.APIReader.Get(ctx, client.ObjectKeyFromObject(m), &reads.fresh)
+		s.done(stepFenceObject)
 	})
 	wg.Wait()
 	return reads

@@ -26,6 +26,8 @@ type headStart struct {
 	probedOn []etcd.Member
 	// fence makes the fence's reads for the removal.
 	fence *pending[fenceReads]
+	// steps records when each step ended, for the removal's log line.
+	steps *steps
 }
 
 // headStart starts the intent and the fence's reads when the latest probe found the removal safe
@@ -41,16 +43,20 @@ func (r *LeaveReconciler) headStart(ctx context.Context, m *v1alpha1.EtcdMember)
 	if err != nil || id == r.Leadership.LocalMemberID() {
 		return nil
 	}
-	h := &headStart{}
+	h := &headStart{steps: newSteps(r.now)}
 	if status.IsTrue(m, v1alpha1.ConditionRemovable) {
 		request := leaveRequest(m)
-		h.intent = start(func() (string, error) { return r.Intents.Put(ctx, id, request) })
+		h.intent = start(func() (string, error) {
+			defer h.steps.done(stepIntent)
+			return r.Intents.Put(ctx, id, request)
+		})
 		cached, now := m.DeepCopy(), r.now()
-		h.fence = start(func() (fenceReads, error) { return r.readFence(ctx, cached, now), nil })
+		h.fence = start(func() (fenceReads, error) { return r.readFence(ctx, cached, now, h.steps), nil })
 	}
 	if probes, ok := r.Probes(); ok && slices.ContainsFunc(probes.List, func(mem etcd.Member) bool { return mem.ID == id && !mem.IsLearner }) {
 		h.probedOn = probes.List
 		h.probes = start(func() ([]voter, error) {
+			defer h.steps.done(stepProbes)
 			return probeVoters(ctx, r.Peers, probes.List, id, r.ProbeTimeout), nil
 		})
 	}
@@ -80,6 +86,15 @@ func (h *headStart) fenceReads(now time.Time, freshness time.Duration) (fenceRea
 	}
 	reads, _ := h.fence.wait()
 	return reads, now.Sub(reads.started) <= freshness
+}
+
+// timings returns where the reconcile records its steps' ends; nil (which records nothing)
+// when nothing was started.
+func (h *headStart) timings() *steps {
+	if h == nil {
+		return nil
+	}
+	return h.steps
 }
 
 // wait waits for everything started.

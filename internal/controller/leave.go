@@ -157,6 +157,7 @@ func (r *LeaveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		if members, err = r.Etcd.MemberList(ctx); err != nil {
 			return ctrl.Result{}, err
 		}
+		head.timings().done(stepMemberList)
 	}
 	result, actErr := r.reconcile(ctx, m, members, head)
 	if errors.Is(actErr, ErrFenced) {
@@ -409,6 +410,7 @@ func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, tar
 		return ctrl.Result{}, err
 	}
 	removed(m)
+	log.Info("Removed member from etcd", "stepsMs", head.timings().millis())
 	metrics.LeaveDuration.Observe(r.now().Sub(r.leaveSeen[m.UID]).Seconds())
 	delete(r.leaveSeen, m.UID)
 	return ctrl.Result{}, nil
@@ -424,14 +426,16 @@ func (r *LeaveReconciler) removeMember(ctx context.Context, m *v1alpha1.EtcdMemb
 	}
 	reads, fresh := head.fenceReads(r.now(), freshness)
 	if !fresh {
-		reads = r.readFence(ctx, m, r.now())
+		reads = r.readFence(ctx, m, r.now(), head.timings())
 	}
 	if err := reads.verdict(m, change, wanted); err != nil {
 		return err
 	}
+	head.timings().done(stepRemoveSent)
 	if err := r.Etcd.MemberRemove(ctx, target.ID); err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
 		return err
 	}
+	head.timings().done(stepRemoved)
 	failpoint.Hit(failpoint.LeaveAfterRemove)
 	return nil
 }

@@ -192,8 +192,11 @@ func await[V any](ctx context.Context, t *testing.T, ch <-chan V, what string) V
 	}
 }
 
-// goneInterval is how often goneAt polls etcd's member list.
-const goneInterval = 5 * time.Millisecond
+// goneInterval is how often goneAt polls etcd's member list. It bounds the resolution of every
+// "gone" figure: a raw MemberRemove answers in about 2 ms, and with the 5 ms used before, the floor
+// was mostly the poll's first tick, and a leave's ratio to it jumped between runs with the tick its
+// removal fell just before or after.
+const goneInterval = time.Millisecond
 
 // goneAt polls the member list through cli every goneInterval and sends the arrival time of the
 // first answer that no longer lists id. Failed calls are polled through: a removal can make the

@@ -3,7 +3,11 @@
 package bench
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"io"
+	"os"
 	"testing"
 	"time"
 
@@ -23,10 +27,11 @@ func benchLeave(t *testing.T, r *results) {
 		r.leaveIntent = append(r.leaveIntent, l.intent)
 		r.leaveGone = append(r.leaveGone, l.gone)
 		r.leaveJoinedFalse = append(r.leaveJoinedFalse, l.joinedFalse)
+		r.leaveSteps = append(r.leaveSteps, l.steps)
 		r.floorGone = append(r.floorGone, f.gone)
 		r.floorRPC = append(r.floorRPC, f.rpc)
-		t.Logf("cycle %d/%d: leave intent %s, gone %s, Joined=False %s; MemberRemove gone %s (call %s)",
-			i+1, leaveCycles, l.intent, l.gone, l.joinedFalse, f.gone, f.rpc)
+		t.Logf("cycle %d/%d: leave intent %s, gone %s, Joined=False %s, leader's steps (ms) %v; MemberRemove gone %s (call %s)",
+			i+1, leaveCycles, l.intent, l.gone, l.joinedFalse, l.steps, f.gone, f.rpc)
 	}
 	r.leaveRemoveErrors = e.memberRemoveErrors() - errorsBefore
 	r.failover[testTimings] = e.failovers(runsFromEnv(t, failoverRunsEnv, failoverRuns))
@@ -34,8 +39,12 @@ func benchLeave(t *testing.T, r *results) {
 
 // leaveSample is one leave, timed from the accepted spec.leave patch: until the leader's
 // removal intent (stored in etcd before its MemberRemove) is seen by an etcd watch, until etcd no
-// longer lists the member, and until Joined=False is seen.
-type leaveSample struct{ intent, gone, joinedFalse time.Duration }
+// longer lists the member, and until Joined=False is seen. steps is what the leader's log says
+// of its removing reconcile: when each step ended, in ms after the reconcile began.
+type leaveSample struct {
+	intent, gone, joinedFalse time.Duration
+	steps                     map[string]float64
+}
 
 func (e *env) leaveOnce() leaveSample {
 	e.t.Helper()
@@ -56,6 +65,7 @@ func (e *env) leaveOnce() leaveSample {
 		gone:        await(ctx, e.t, gone, target.Name+" gone from etcd").Sub(accepted),
 		joinedFalse: await(ctx, e.t, joinedFalse, target.Name+" Joined=False").at.Sub(accepted),
 	}
+	s.steps = e.removalSteps(idHex)
 	e.rejoin(target)
 	return s
 }
@@ -130,4 +140,44 @@ func (e *env) failoverOnce() failoverSample {
 	leader.Start(e.t)
 	e.rejoin(target)
 	return s
+}
+
+// removalSteps finds the leader's log line of member idHex's removal and returns its steps
+// (ms after the reconcile began); the line is written before the status write that the cycle
+// waited for.
+func (e *env) removalSteps(idHex string) map[string]float64 {
+	e.t.Helper()
+	for _, a := range e.agents {
+		f, err := os.Open(a.LogFile())
+		if err != nil {
+			e.t.Fatalf("agent %s log: %v", a.Name, err)
+		}
+		steps, found := findRemovalSteps(f, idHex)
+		_ = f.Close()
+		if found {
+			return steps
+		}
+	}
+	e.t.Fatalf("no agent logged the removal of member %s with its steps", idHex)
+	return nil
+}
+
+// findRemovalSteps scans an agent's JSON log for the removal line of member idHex.
+func findRemovalSteps(log io.Reader, idHex string) (map[string]float64, bool) {
+	lines := bufio.NewScanner(log)
+	lines.Buffer(make([]byte, 64*1024), 1024*1024)
+	for lines.Scan() {
+		var entry struct {
+			Msg      string             `json:"msg"`
+			MemberID string             `json:"memberID"`
+			Steps    map[string]float64 `json:"stepsMs"`
+		}
+		if json.Unmarshal(lines.Bytes(), &entry) != nil {
+			continue
+		}
+		if entry.Msg == "Removed member from etcd" && entry.MemberID == idHex && entry.Steps != nil {
+			return entry.Steps, true
+		}
+	}
+	return nil, false
 }
