@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
@@ -43,6 +44,10 @@ func (r *run) runStep(s step) {
 		what, err = r.cancel(s.member)
 	case rejoin:
 		what, err = r.rejoin(s.member)
+	case cutLink, cutOneWay, slowPeers, cutAgentEtcd:
+		what, err = r.faultNet(s)
+	case healNet:
+		what, err = r.healNet()
 	case wait:
 		what = "waited " + s.before.Round(100*time.Millisecond).String()
 	}
@@ -297,4 +302,92 @@ func (r *run) startAgent(i int, state fault) string {
 	a.StartUnready(r.t)
 	r.setAgent(i, up)
 	return "started agent " + a.Name
+}
+
+// faultNet puts a network fault in place through the framework's fault proxies. The processes
+// keep running, so the fault never counts against the quorum budget of quorumHolds: raft copes
+// with a lost link by routing leadership around it, and the guard must count what it cannot
+// reach as unhealthy, which is what these faults test.
+func (r *run) faultNet(s step) (string, error) {
+	if len(r.netFaults) > 0 {
+		return "", skip("a network fault is in place already")
+	}
+	from := s.member
+	if s.leader {
+		var (
+			l     int
+			found bool
+		)
+		if s.kind == cutAgentEtcd {
+			l, found = r.w.leaderAgent()
+		} else {
+			l, found = r.w.etcdLeader(r.upOrder())
+		}
+		// A leader at a link's far end leaves the step as planned: the same link, cut from the
+		// near end.
+		if found && (s.kind == cutAgentEtcd || l != s.other) {
+			from = l
+		}
+	}
+	var (
+		what string
+		heal []func()
+	)
+	switch s.kind {
+	case cutLink:
+		a, b := r.w.members[from], r.w.members[s.other]
+		ab, ba := r.w.cluster.PeerLink(r.t, a, b), r.w.cluster.PeerLink(r.t, b, a)
+		ab.Blackhole()
+		ba.Blackhole()
+		heal = []func(){ab.Heal, ba.Heal}
+		what = "cut the link " + a.Name + " <-> " + b.Name
+		r.count("link cut")
+	case cutOneWay:
+		a, b := r.w.members[from], r.w.members[s.other]
+		ab := r.w.cluster.PeerLink(r.t, a, b)
+		ab.Blackhole()
+		heal = []func(){ab.Heal}
+		what = "cut the link " + a.Name + " -> " + b.Name + " (one way)"
+		r.count("link cut one way")
+	case slowPeers:
+		for _, a := range r.w.members {
+			for _, b := range r.w.members {
+				if a != b {
+					l := r.w.cluster.PeerLink(r.t, a, b)
+					l.Delay(peerDelay, peerJitter)
+					heal = append(heal, l.Heal)
+				}
+			}
+		}
+		what = fmt.Sprintf("delayed every peer link by %s ± %s", peerDelay, peerJitter)
+		r.count("peer delay")
+	case cutAgentEtcd:
+		a := r.w.agents[from]
+		l := a.EtcdLink(r.t)
+		l.Blackhole(framework.BothWays)
+		heal = []func(){l.Heal}
+		what = "cut agent " + a.Name + " from its etcd"
+		r.count("agent etcd cut")
+	}
+	r.netFaults = append(r.netFaults, netFault{what: what, heal: heal})
+	r.mu.Lock()
+	r.netScenario = true
+	r.mu.Unlock()
+	return what, nil
+}
+
+// healNet lifts every network fault in place.
+func (r *run) healNet() (string, error) {
+	if len(r.netFaults) == 0 {
+		return "", skip("no network fault in place")
+	}
+	var healed []string
+	for _, f := range r.netFaults {
+		for _, h := range f.heal {
+			h()
+		}
+		healed = append(healed, f.what)
+	}
+	r.netFaults = nil
+	return "healed: " + strings.Join(healed, ", "), nil
 }

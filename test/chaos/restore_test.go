@@ -53,6 +53,10 @@ func (r *run) restore() {
 // leave pending: they may be removed any moment, and are dealt with once their leave settled.
 func (r *run) healAll() {
 	r.t.Helper()
+	// The network first: a member or agent brought back behind a cut link would not come up.
+	if what, err := r.healNet(); err == nil {
+		r.logf("  %s", what)
+	}
 	r.mu.Lock()
 	members, agents := slices.Clone(r.memberDown), slices.Clone(r.agentDown)
 	states, pending := slices.Clone(r.member), r.pending

@@ -59,6 +59,8 @@ type violation struct {
 // counts are what the summary reports.
 type counts struct {
 	scenarios, steps, skipped int
+	// netScenarios counts the scenarios that put a network fault in place.
+	netScenarios              int
 	faults                    map[string]int
 	leaves, cancels, refusals int
 	handOvers, etcdErrors     int
@@ -104,6 +106,17 @@ type run struct {
 	// exitSeen is when a member process was first seen gone while etcd still listed it.
 	exitSeen map[string]time.Time
 	c        counts
+	// netScenario: the current scenario put a network fault in place.
+	netScenario bool
+
+	// netFaults are the network faults in place; only the injector touches them.
+	netFaults []netFault
+}
+
+// netFault is a network fault in place and how to lift it.
+type netFault struct {
+	what string
+	heal []func()
 }
 
 func newRun(t *testing.T, cfg config, w *world) *run {
@@ -232,7 +245,7 @@ func (r *run) summary() string {
 	fmt.Fprintf(&b, "chaos summary\n")
 	fmt.Fprintf(&b, "  seed        %d\n", r.cfg.seed)
 	fmt.Fprintf(&b, "  members     %d etcd members, one agent each\n", r.n)
-	fmt.Fprintf(&b, "  scenarios   %d of %d (%d crash-point scenarios)\n", c.scenarios, r.cfg.total(), sum(c.crashArmed))
+	fmt.Fprintf(&b, "  scenarios   %d of %d (%d crash-point scenarios, %d with a network fault)\n", c.scenarios, r.cfg.total(), sum(c.crashArmed), c.netScenarios)
 	fmt.Fprintf(&b, "  steps       %d run, %d skipped as no longer fitting\n", c.steps, c.skipped)
 	fmt.Fprintf(&b, "  faults      %d: %s\n", sum(c.faults), render(c.faults))
 	fmt.Fprintf(&b, "  leaves      %d (%d cancelled), outcomes: %s\n", c.leaves, c.cancels, render(c.outcomes))

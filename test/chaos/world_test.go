@@ -56,7 +56,9 @@ type world struct {
 
 func newWorld(t *testing.T, size int, agentArgs []string) *world {
 	t.Helper()
-	c := framework.NewCluster(t, framework.ClusterConfig{Size: size})
+	// Every network path goes through a fault proxy, for the network faults; the harness's own
+	// etcd clients bypass them (ListenClientURL), so that it always sees the truth.
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: size, FaultProxies: true})
 	api := framework.StartAPIServer(t, c)
 	api.InstallEtcdmember(t)
 	w := &world{t: t, cluster: c, api: api, members: c.Members()}
@@ -67,7 +69,7 @@ func newWorld(t *testing.T, size int, agentArgs []string) *world {
 	for _, m := range w.members {
 		w.agents = append(w.agents, framework.StartAgent(t, m, api, append([]string{"--kubeconfig=" + kubeconfig}, agentArgs...)...))
 		cli, err := clientv3.New(clientv3.Config{
-			Endpoints:   []string{m.ClientURL()},
+			Endpoints:   []string{m.ListenClientURL()},
 			DialTimeout: callTimeout,
 			Logger:      zap.NewNop(),
 		})
@@ -105,7 +107,7 @@ func (w *world) memberIndex(id uint64) int {
 func (w *world) etcdLeader(order []int) (int, bool) {
 	for _, i := range order {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		st, err := w.etcd[i].Status(ctx, w.members[i].ClientURL())
+		st, err := w.etcd[i].Status(ctx, w.members[i].ListenClientURL())
 		cancel()
 		if err == nil && st.Leader != 0 {
 			if l := w.memberIndex(st.Leader); l >= 0 {

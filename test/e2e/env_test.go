@@ -51,6 +51,8 @@ var serialTests = map[string]string{
 	"TestPluginList": "a list with a frozen member must take at most --timeout + 1s",
 	"TestFrozenLeaderChangesNothing": "the leader must be frozen within its 8s failpoint block, and the " +
 		"cancellation (a kubectl run) must land within the ~4s its Lease has left",
+	"TestSlowPeerLinks": "each member's Healthy verdict may change at most once in 70s under 200ms peer delay; " +
+		"probes starved of CPU by other scenarios would time out for reasons of their own",
 }
 
 // TestMain silences controller-runtime's client logging, which these tests do not read; without a
@@ -84,11 +86,14 @@ type envConfig struct {
 	// etcdBinary is the etcd under bin/ the cluster under test runs (framework.ClusterConfig's
 	// EtcdBinary); the separate storage always runs the default one.
 	etcdBinary string
+	// faultProxies puts the cluster's network paths behind fault proxies (framework.ClusterConfig's
+	// FaultProxies), for the network-fault scenarios.
+	faultProxies bool
 }
 
 func newEnv(t *testing.T, cfg envConfig) *env {
 	t.Helper()
-	c := framework.NewCluster(t, framework.ClusterConfig{Size: cfg.size, TLS: cfg.tls, EtcdBinary: cfg.etcdBinary})
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: cfg.size, TLS: cfg.tls, EtcdBinary: cfg.etcdBinary, FaultProxies: cfg.faultProxies})
 	storage := c
 	if cfg.separateStorage {
 		storage = framework.NewCluster(t, framework.ClusterConfig{Size: 1})

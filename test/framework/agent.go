@@ -46,12 +46,25 @@ type Agent struct {
 	env     []string
 	health  string
 	metrics string
+	// link stands between the agent and its member in a FaultProxies cluster; nil otherwise.
+	link *Link
 }
 
 // StartAgent starts the agent of member m against api and waits until it has registered m.
-// The agent reads m's current client URL at every start, so it follows MoveTo.
+// The agent reads m's current client URL at every start, so it follows MoveTo. In a FaultProxies
+// cluster it reaches m through a link of its own instead (EtcdLink).
 func StartAgent(t TB, m *Member, api *APIServer, args ...string) *Agent {
 	t.Helper()
+	var link *Link
+	if f := m.c.faults; f != nil {
+		// Among the cluster's links: they close at the cleanup of the cluster's owner, which the
+		// process below also registers with, later, so the agent is killed first.
+		p, addr, err := f.net.newLink("agent "+m.Name, m.IP(), net.JoinHostPort(m.IP(), fmt.Sprint(etcdClientPort)))
+		if err != nil {
+			t.Fatalf("agent %s: %v", m.Name, err)
+		}
+		link = &Link{name: "agent " + m.Name + " etcd", url: m.c.scheme() + "://" + addr, p: p}
+	}
 	a := &Agent{
 		Name:    m.Name,
 		member:  m,
@@ -60,6 +73,7 @@ func StartAgent(t TB, m *Member, api *APIServer, args ...string) *Agent {
 		args:    args,
 		health:  net.JoinHostPort(m.IP(), fmt.Sprint(agentHealthPort)),
 		metrics: net.JoinHostPort(m.IP(), fmt.Sprint(agentMetricsPort)),
+		link:    link,
 	}
 	a.Start(t)
 	return a
@@ -69,7 +83,7 @@ func (a *Agent) commandLine() []string {
 	args := []string{
 		"serve",
 		"--kubeconfig=" + a.api.Kubeconfig(),
-		"--etcd-endpoints=" + a.member.ClientURL(),
+		"--etcd-endpoints=" + a.EtcdEndpoint(),
 		"--name=" + a.member.Name,
 		"--health-probe-bind-address=" + a.health,
 		"--metrics-bind-address=" + a.metrics,
@@ -79,6 +93,15 @@ func (a *Agent) commandLine() []string {
 	}
 	args = append(args, TestAgentArgs...)
 	return append(args, a.args...)
+}
+
+// EtcdEndpoint is the agent's --etcd-endpoints as of its next start: its member's ClientURL, or
+// the URL of EtcdLink in a FaultProxies cluster.
+func (a *Agent) EtcdEndpoint() string {
+	if a.link != nil {
+		return a.link.URL()
+	}
+	return a.member.ClientURL()
 }
 
 // SetArgs replaces the per-agent args (those given to StartAgent) for the next Start or Restart;

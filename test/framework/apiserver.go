@@ -40,13 +40,16 @@ type APIServer struct {
 	kubeconfig string
 	clientset  kubernetes.Interface
 	users      atomic.Int32 // numbers the files of Restricted credentials
+	// etcdLinks stand between the apiserver and each member in a FaultProxies cluster.
+	etcdLinks map[*Member]*Link
 }
 
 // StartAPIServer starts kube-apiserver on its own loopback address, storing in
 // c through all of its members' client URLs (with c's client certificate when
 // c uses TLS), with RBAC authorization and client-certificate authentication
 // against c's CA. It returns once /readyz is ok and the "default" namespace
-// exists. The process is killed at t's cleanup.
+// exists. The process is killed at t's cleanup. In a FaultProxies cluster it reaches each member
+// through a link of its own (EtcdLink), never through the members' client links.
 func StartAPIServer(t TB, c *Cluster) *APIServer {
 	t.Helper()
 	a := &APIServer{c: c, dir: t.TempDir(), bin: Binary(t, "kube-apiserver")}
@@ -63,6 +66,10 @@ func StartAPIServer(t TB, c *Cluster) *APIServer {
 	saKey, saPub := filepath.Join(a.dir, "service-account.key"), filepath.Join(a.dir, "service-account.pub")
 	if err := writeSigningKey(saKey, saPub); err != nil {
 		t.Fatalf("service account key: %v", err)
+	}
+	if c.faults != nil {
+		// Registered before the process below, so the links close after it is killed.
+		a.startEtcdLinks(t)
 	}
 	a.args = a.flags(serving, saKey, saPub)
 
@@ -85,7 +92,11 @@ func StartAPIServer(t TB, c *Cluster) *APIServer {
 func (a *APIServer) flags(serving *keyPair, saKey, saPub string) []string {
 	var etcdServers []string
 	for _, m := range a.c.Members() {
-		etcdServers = append(etcdServers, m.ClientURL())
+		if l := a.etcdLinks[m]; l != nil {
+			etcdServers = append(etcdServers, l.URL())
+		} else {
+			etcdServers = append(etcdServers, m.ClientURL())
+		}
 	}
 	args := []string{
 		"--bind-address=" + a.ip,
@@ -116,6 +127,19 @@ func (a *APIServer) flags(serving *keyPair, saKey, saPub string) []string {
 		)
 	}
 	return args
+}
+
+func (a *APIServer) startEtcdLinks(t TB) {
+	t.Helper()
+	n := newFaultNet(t, filepath.Join(a.dir, "faults.log"))
+	a.etcdLinks = map[*Member]*Link{}
+	for _, m := range a.c.Members() {
+		p, addr, err := n.newLink("apiserver "+m.Name, m.IP(), net.JoinHostPort(m.IP(), strconv.Itoa(etcdClientPort)))
+		if err != nil {
+			t.Fatalf("apiserver link to %s: %v", m.Name, err)
+		}
+		a.etcdLinks[m] = &Link{name: "apiserver etcd " + m.Name, url: a.c.scheme() + "://" + addr, p: p}
+	}
 }
 
 func (a *APIServer) start(t TB) {

@@ -41,6 +41,11 @@ type ClusterConfig struct {
 	// the agents lead. Restarted, re-joined and added members run it too,
 	// since a cluster mixing minors is an upgrade, not a test of one version.
 	EtcdBinary string
+	// FaultProxies puts fault proxies on the cluster's network paths: between every two members
+	// (PeerLink, PeerIngress), behind every member's advertised client URL (ClientLink), between
+	// each agent and its member (Agent.EtcdLink), and between the apiserver and each member
+	// (APIServer.EtcdLink). Members then advertise the proxies' URLs, and cannot MoveTo.
+	FaultProxies bool
 }
 
 // Cluster is a set of real etcd processes, each on its own loopback address.
@@ -56,6 +61,7 @@ type Cluster struct {
 	token  string
 	// etcdBinary is ClusterConfig.EtcdBinary with its default applied.
 	etcdBinary string
+	faults     *clusterFaults // nil without ClusterConfig.FaultProxies
 
 	mu      sync.Mutex
 	members []*Member
@@ -86,6 +92,10 @@ func NewCluster(t TB, cfg ClusterConfig) *Cluster {
 		if c.tlsCfg, err = tlsConfig(c.ca.certPEM, client); err != nil {
 			t.Fatalf("etcd client TLS: %v", err)
 		}
+	}
+	if cfg.FaultProxies {
+		// Before any member exists: the links' cleanup then runs after the members are killed.
+		c.faults = newClusterFaults(t, c.dir)
 	}
 
 	var initial []string
@@ -138,14 +148,20 @@ func (c *Cluster) Member(name string) *Member {
 	return nil
 }
 
-// Endpoints returns the client URLs of the members that are running and not
+// Endpoints returns the client URLs (ClientURL) of the members that are running and not
 // paused: a paused member accepts connections but never answers, which would
 // stall the requests a client balances onto it.
-func (c *Cluster) Endpoints() []string {
+func (c *Cluster) Endpoints() []string { return c.endpoints((*Member).ClientURL) }
+
+// listenEndpoints is Endpoints with each member's ListenClientURL: the framework's own calls
+// reach the members past the fault proxies, so that a test's faults cannot fail them.
+func (c *Cluster) listenEndpoints() []string { return c.endpoints((*Member).ListenClientURL) }
+
+func (c *Cluster) endpoints(url func(*Member) string) []string {
 	var eps []string
 	for _, m := range c.Members() {
 		if m.proc.responsive() {
-			eps = append(eps, m.ClientURL())
+			eps = append(eps, url(m))
 		}
 	}
 	return eps
@@ -167,7 +183,7 @@ func (c *Cluster) TLS() *TLSFiles {
 // election if there is none.
 func (c *Cluster) Leader(t TB) *Member {
 	t.Helper()
-	cli, err := newClient(c.Endpoints(), c.tlsCfg)
+	cli, err := newClient(c.listenEndpoints(), c.tlsCfg)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -258,7 +274,7 @@ func (c *Cluster) Rejoin(t TB, m *Member, learner bool) {
 
 func (c *Cluster) removeRecord(t TB, id uint64) {
 	t.Helper()
-	cli, err := newClient(c.Endpoints(), c.tlsCfg)
+	cli, err := newClient(c.listenEndpoints(), c.tlsCfg)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -289,7 +305,7 @@ func (c *Cluster) removeRecord(t TB, id uint64) {
 // flags for joining it.
 func (c *Cluster) join(t TB, m *Member, learner bool) {
 	t.Helper()
-	cli, err := newClient(c.Endpoints(), c.tlsCfg)
+	cli, err := newClient(c.listenEndpoints(), c.tlsCfg)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -344,7 +360,7 @@ func (c *Cluster) waitAgreement(t TB) {
 	members := c.Members()
 	clients := make([]*clientv3.Client, len(members))
 	for i, m := range members {
-		cli, err := newClient([]string{m.ClientURL()}, c.tlsCfg)
+		cli, err := newClient([]string{m.ListenClientURL()}, c.tlsCfg)
 		if err != nil {
 			t.Fatalf("%v", err)
 		}

@@ -29,6 +29,35 @@
 // StartAgent runs "bin/failpoints/kubectl-etcdmember serve" (AgentBinary, "make build") for a
 // member, with TestAgentArgs' short timings, and waits until it has registered the member.
 //
+// # Network faults
+//
+// ClusterConfig.FaultProxies routes the cluster's traffic through etcd's own fault proxy
+// (go.etcd.io/etcd/pkg/v3/proxy), one per path, which a test can Blackhole, Delay and Heal:
+//
+//   - Cluster.PeerLink(t, a, b) is a's raft messages to b, on connections either member dialed
+//     (rafthttp streams carry messages back from the dialed member to the dialer). Members
+//     advertise a peer front that learns the sender from the first request's X-PeerURLs or
+//     X-Server-From header. TLS hides those, so PeerLink needs a plaintext cluster; under TLS,
+//     Member.PeerIngress(t) faults every peer connection dialed to a member at once (in a
+//     plaintext cluster, only those that name no member: version checks, probes).
+//   - Member.ClientLink(t) is behind the member's advertised client URL, ClientURL(), which
+//     etcd lists and Endpoints, Client, Etcdctl and the agents' probes use. ListenClientURL and
+//     DirectClient bypass it, as the framework's own calls do.
+//   - Agent.EtcdLink(t) is one agent's --etcd-endpoints, so an agent can lose its etcd while the
+//     member stays healthy for everyone else.
+//   - APIServer.EtcdLink(t, m) is the apiserver's --etcd-servers entry for m: cutting a member's
+//     client URL leaves the apiserver alone.
+//
+// A Blackhole drops bytes and keeps the connections open, so calls time out rather than fail.
+// etcd 3.6 does not notice a peer stream going silent: client/pkg's NewTimeoutTransport sets the
+// read timeout rafthttp asks for on http.Transport.Dial, which the DialContext it also sets
+// overrides. etcd_network_active_peers therefore stays at 1 across a peer blackhole; raft does
+// notice, as etcd_network_peer_received_bytes_total{From} stopping, and a follower that hears
+// nothing losing its leader and applying nothing. Heal closes the connections that lost bytes, and
+// etcd redials. Delay's jitter is drawn once per call, not per packet. Members keep their links
+// across restarts and Rejoin, but cannot MoveTo. Each cluster's and apiserver's proxies log to
+// faults.log in its directory and close at its cleanup, after its processes are killed.
+//
 // Every process is killed at the test's cleanup. Logs live under
 // t.TempDir(); when the test failed, the last lines of each are logged, every
 // line prefixed with the process name. The framework only needs a TB, so a plain program

@@ -34,6 +34,9 @@ type Member struct {
 	clusterState   string
 	// advertiseClient, when set, is the client URL the member publishes instead of its own.
 	advertiseClient string
+	// links are the member's fault proxy fronts, set once before it first starts in a
+	// FaultProxies cluster, nil otherwise.
+	links *memberLinks
 }
 
 // AdvertiseClientURL makes the member publish url as its client URL from its next start, while it
@@ -63,6 +66,9 @@ func (c *Cluster) newMember(t TB, name string) *Member {
 	}
 	m.proc = newProcess(c.owner, "etcd "+name, filepath.Join(m.dir, "etcd.log"))
 	m.assignAddress(t)
+	if c.faults != nil {
+		c.faults.addMember(t, m)
+	}
 	c.mu.Lock()
 	c.members = append(c.members, m)
 	c.mu.Unlock()
@@ -111,13 +117,38 @@ func (m *Member) IP() string {
 	return m.ip
 }
 
-// ClientURL returns scheme://IP:2379.
-func (m *Member) ClientURL() string { return m.url(etcdClientPort) }
+// ClientURL returns the client URL the member advertises (unless AdvertiseClientURL replaced
+// it): the one etcd lists, Endpoints() and Client use, and the agents probe. It is
+// ListenClientURL, except in a FaultProxies cluster, where it is the front of ClientLink.
+func (m *Member) ClientURL() string {
+	if l := m.faultLinks(); l != nil {
+		return l.clientURL
+	}
+	return m.ListenClientURL()
+}
 
-// PeerURL returns scheme://IP:2380, the URL the member listens and advertises
-// on. After MoveTo, etcd's record keeps the old peer URL until someone calls
-// MemberUpdate.
-func (m *Member) PeerURL() string { return m.url(etcdPeerPort) }
+// ListenClientURL returns scheme://IP:2379, where the member itself listens for clients. No
+// fault proxy stands in front of it; the framework reaches members there to start and watch them.
+func (m *Member) ListenClientURL() string { return m.url(etcdClientPort) }
+
+// PeerURL returns the peer URL the member advertises: ListenPeerURL, except in a FaultProxies
+// cluster, where it is the member's peer front, which routes each connection to its PeerLink.
+// After MoveTo, etcd's record keeps the old peer URL until someone calls MemberUpdate.
+func (m *Member) PeerURL() string {
+	if l := m.faultLinks(); l != nil {
+		return l.peerURL
+	}
+	return m.ListenPeerURL()
+}
+
+// ListenPeerURL returns scheme://IP:2380, where the member itself listens for its peers.
+func (m *Member) ListenPeerURL() string { return m.url(etcdPeerPort) }
+
+func (m *Member) faultLinks() *memberLinks {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.links
+}
 
 func (m *Member) url(port int) string {
 	return m.c.scheme() + "://" + net.JoinHostPort(m.IP(), strconv.Itoa(port))
@@ -137,6 +168,13 @@ func (m *Member) Running() bool { return m.proc.running() }
 func (m *Member) Client(t TB) *clientv3.Client {
 	t.Helper()
 	return testClient(t, []string{m.ClientURL()}, m.c.tlsCfg)
+}
+
+// DirectClient returns a client for ListenClientURL, past every fault proxy, closed at t's
+// cleanup.
+func (m *Member) DirectClient(t TB) *clientv3.Client {
+	t.Helper()
+	return testClient(t, []string{m.ListenClientURL()}, m.c.tlsCfg)
 }
 
 // Stop sends SIGTERM and waits for the process to exit.
@@ -210,8 +248,13 @@ func (m *Member) Wipe(t TB) {
 // the old peer URL, so the other members cannot reach this one until the test
 // (or the product under test) updates it. MoveTo therefore returns as soon as
 // the member answers on its new client URL, without waiting for a leader.
+//
+// A member of a FaultProxies cluster cannot move: its links are bound to its address.
 func (m *Member) MoveTo(t TB) {
 	t.Helper()
+	if m.faultLinks() != nil {
+		t.Fatalf("member %s: MoveTo is not supported in a FaultProxies cluster, whose links are bound to the member's address", m.Name)
+	}
 	if m.Running() {
 		m.Stop(t)
 	}
@@ -239,10 +282,10 @@ func (m *Member) launch(t TB, bin string) {
 }
 
 func (m *Member) args() []string {
-	client, peer := m.ClientURL(), m.PeerURL()
+	client, peer := m.ListenClientURL(), m.ListenPeerURL()
+	advertise, advertisePeer := m.ClientURL(), m.PeerURL()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	advertise := client
 	if m.advertiseClient != "" {
 		advertise = m.advertiseClient
 	}
@@ -252,7 +295,7 @@ func (m *Member) args() []string {
 		"--listen-client-urls", client,
 		"--advertise-client-urls", advertise,
 		"--listen-peer-urls", peer,
-		"--initial-advertise-peer-urls", peer,
+		"--initial-advertise-peer-urls", advertisePeer,
 		// Ignored by etcd once the data dir holds a WAL, which is why MoveTo
 		// and Start can leave them as they were at the first start.
 		"--initial-cluster", m.initialCluster,
@@ -284,7 +327,7 @@ func (m *Member) args() []string {
 // (and reports a leader if needLeader), and records the ID it reports.
 func (m *Member) waitServing(t TB, needLeader bool) {
 	t.Helper()
-	url := m.ClientURL()
+	url := m.ListenClientURL()
 	cli, err := newClient([]string{url}, m.c.tlsCfg)
 	if err != nil {
 		t.Fatalf("%v", err)

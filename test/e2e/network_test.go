@@ -1,0 +1,240 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
+)
+
+// Network faults (issue #17): each scenario cuts or slows single links through the framework's
+// fault proxies, which framework's own tests show take effect and heal.
+
+// stepDownBound is how long a leading agent that lost its etcd may keep the Lease, with the
+// tests' timings (--sync-interval 1s, --leader-elect-retry-period 500ms): its registrar's next
+// sync starts within 1s and fails when its Status call times out (etcd.DefaultCallTimeout, 5s);
+// the local guard, checking every retry period, then waits localUnusableAfter (2) sync intervals
+// and takes the change lock, which a reconcile stuck on its own etcd call holds for up to 5s more;
+// the step-down releases the Lease and another agent takes it within a retry period.
+// 1 + 5 + 0.5 + 2 + 5 + 0.5 = 14s; measured: 10.3-10.4s in three runs.
+const stepDownBound = 15 * time.Second
+
+// TestLeaderCutFromEtcdStepsDown: the leading agent loses every byte to and from its etcd member
+// but keeps the apiserver. It must stop leading within stepDownBound, another agent must carry
+// out the leave pending meanwhile exactly once, and once the link heals the old leader changes
+// nothing.
+func TestLeaderCutFromEtcdStepsDown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{size: 4, faultProxies: true})
+	leader := e.leaderAgent()
+	old := e.agents[leader]
+	target := otherThan(e, leader)
+	removalsBefore := logCount(t, old.LogFile(), "Removing member from etcd")
+
+	link := old.EtcdLink(t)
+	link.Blackhole(framework.BothWays)
+	cut := time.Now()
+	e.leave(target.Name)
+
+	var next string
+	framework.Eventually(t, stepDownBound, retryEvery, "another agent holds the Lease", func(ctx context.Context) (bool, error) {
+		next = e.leaderAgent()
+		return next != leader, nil
+	})
+	t.Logf("agent %s led %s after its etcd link was cut; %s leads now", leader, time.Since(cut).Round(100*time.Millisecond), next)
+	e.waitFor(target.Name, "Left=True/Removed", removedByUs)
+	if n := countEvents(e, target.Name, v1alpha1.ReasonRemoved); n != 1 {
+		t.Errorf("%d Removed Events about %s, want exactly 1: %+v", n, target.Name, e.events(target.Name))
+	}
+
+	link.Heal()
+	members := e.etcdMemberIDs()
+	// The healed agent reaches etcd again, and whatever it still held from before the cut must
+	// not move etcd: the members stay as they are, and it logs no removal of its own.
+	framework.Consistently(t, 6*time.Second, pollEvery, "the membership stays as the new leader left it", func(context.Context) (bool, error) {
+		now := e.etcdMemberIDs()
+		if len(now) != len(members) {
+			return false, nil
+		}
+		for id := range members {
+			if !now[id] {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if n := logCount(t, old.LogFile(), "Removing member from etcd"); n != removalsBefore {
+		t.Errorf("the old leader %s logged %d removals after its etcd link was cut", leader, n-removalsBefore)
+	}
+	if !strings.Contains(readFile(t, old.LogFile()), "Local etcd member unusable; stepping down") {
+		t.Errorf("agent %s did not log its step-down", leader)
+	}
+}
+
+// TestEtcdLeaderLosingItsOutboundLinks: every raft message etcd's leader sends is lost, while it
+// still hears its peers (one-way loss). The followers elect a new leader; the old one can no
+// longer serve a linearizable read, so it counts as unhealthy. A leave that would leave one
+// healthy voter of two is refused with the numbers; the leave of the cut-off member itself goes
+// through and the cluster keeps its quorum. Nothing is left half-done. The apiserver stores on an
+// etcd of its own: this test bed's apiserver balances over every member, and its requests to the
+// cut-off one would hang, which is the apiserver's problem, not the one under test.
+func TestEtcdLeaderLosingItsOutboundLinks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{size: 3, faultProxies: true, separateStorage: true})
+	cutOff := e.cluster.Leader(t)
+	var followers []*framework.Member
+	for _, m := range e.cluster.Members() {
+		if m != cutOff {
+			followers = append(followers, m)
+			e.cluster.PeerLink(t, cutOff, m).Blackhole()
+		}
+	}
+
+	refusedTarget := followers[0]
+	e.leave(refusedTarget.Name)
+	refused := e.waitFor(refusedTarget.Name, "Left=False/QuorumAtRisk", leftReason(v1alpha1.ReasonQuorumAtRisk))
+	want := "removing " + refusedTarget.Name + " would leave 1 healthy voter of 2; quorum of 2 needs 2"
+	if msg := condition(refused, v1alpha1.ConditionLeft).Message; !strings.Contains(msg, want) {
+		t.Errorf("refusal message %q lacks %q", msg, want)
+	}
+	e.waitEvent(refusedTarget.Name, corev1.EventTypeWarning, v1alpha1.ReasonQuorumAtRisk)
+	e.kubectl("patch", "etcdmembers.etcdmember.io", refusedTarget.Name, "--type", "merge", "-p", `{"spec":{"leave":false}}`)
+
+	e.leave(cutOff.Name)
+	e.waitFor(cutOff.Name, "Left=True/Removed", removedByUs)
+	ids := e.etcdMemberIDs()
+	if len(ids) != 2 || !ids[followers[0].ID()] || !ids[followers[1].ID()] {
+		t.Fatalf("etcd members %v, want just the two followers %s and %s", ids, followers[0].Name, followers[1].Name)
+	}
+	// The remaining two still make a quorum: a write through each of them goes through.
+	for _, m := range followers {
+		cli := m.Client(t)
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		_, err := cli.Put(ctx, "/e2e/after-one-way-loss", m.Name)
+		cancel()
+		if err != nil {
+			t.Fatalf("write through %s after the removal: %v", m.Name, err)
+		}
+	}
+	// The refused request was withdrawn, not carried out later by a stale decision.
+	e.holds(refusedTarget.Name, "still joined", 3*time.Second, joined)
+}
+
+// logCount counts the lines of an agent's log that contain text.
+func logCount(t *testing.T, path, text string) int {
+	t.Helper()
+	n := 0
+	for _, line := range fileLines(t, path) {
+		if strings.Contains(line, text) {
+			n++
+		}
+	}
+	return n
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return string(data)
+}
+
+// slowWindow is how long TestSlowPeerLinks watches the health verdicts under delay.
+const slowWindow = 70 * time.Second
+
+// TestSlowPeerLinks: every raft message between the members takes 200 ms ± 50 ms, as between
+// control-plane sites over a WAN. A leave still completes, a member re-added as a learner is
+// still promoted, and no member that stays changes its Healthy verdict more than once in the
+// window: a slow but working link is no reason to call a member unhealthy.
+//
+// A probe is a linearizable read, which on a follower costs up to two round trips to the etcd
+// leader (1s here): the agents run with --probe-timeout sized for that, as docs/agent.md tells
+// operators of such clusters. The apiserver stores on an etcd of its own, so that its own
+// slowness on the delayed cluster (its Lease renewals time out) stays out of what is measured.
+func TestSlowPeerLinks(t *testing.T) {
+	e := newEnv(t, envConfig{size: 3, faultProxies: true, separateStorage: true,
+		agentArgs: []string{"--probe-interval=5s", "--probe-timeout=3s"}})
+	for _, a := range e.cluster.Members() {
+		for _, b := range e.cluster.Members() {
+			if a != b {
+				e.cluster.PeerLink(t, a, b).Delay(200*time.Millisecond, 50*time.Millisecond)
+			}
+		}
+	}
+	target := otherThan(e, e.leaderAgent())
+	var stays []string
+	for _, m := range e.cluster.Members() {
+		if m != target {
+			stays = append(stays, m.Name)
+		}
+	}
+	changes := e.watchHealthy(stays, slowWindow)
+
+	start := time.Now()
+	e.leave(target.Name)
+	e.waitFor(target.Name, "Left=True/Removed", removedByUs)
+	t.Logf("leave done %s after the patch, with the peer links delayed", time.Since(start).Round(100*time.Millisecond))
+	e.cluster.Rejoin(t, target, true)
+	e.waitForMember(target.ID(), "promoted", func(m *v1alpha1.EtcdMember) bool {
+		return hasCondition(m, v1alpha1.ConditionPromoted, metav1.ConditionTrue, v1alpha1.ReasonPromoted) && !m.Status.IsLearner
+	})
+	t.Logf("re-added as a learner and promoted %s after the patch", time.Since(start).Round(100*time.Millisecond))
+
+	for name, seen := range <-changes {
+		if len(seen) > 1 {
+			t.Errorf("%s changed its Healthy verdict %d times in %s under delay, want at most once: %s", name, len(seen), slowWindow, strings.Join(seen, "; "))
+		}
+	}
+}
+
+// watchHealthy records, for each named object, every change of its Healthy condition's status
+// over window (when it was seen, the new status, reason and message), reading every retryEvery: a
+// verdict lasts at least one probe round, far longer. The changes arrive on the channel once the
+// window has passed.
+func (e *env) watchHealthy(names []string, window time.Duration) <-chan map[string][]string {
+	last := map[string]metav1.ConditionStatus{}
+	for _, name := range names {
+		last[name] = healthyStatus(e.get(name))
+	}
+	out := make(chan map[string][]string, 1)
+	start := time.Now()
+	go func() {
+		changes := map[string][]string{}
+		for end := start.Add(window); time.Now().Before(end); time.Sleep(retryEvery) {
+			for _, name := range names {
+				var m v1alpha1.EtcdMember
+				ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+				err := e.client.Get(ctx, types.NamespacedName{Name: name}, &m)
+				cancel()
+				if err != nil {
+					continue
+				}
+				if now := healthyStatus(&m); now != last[name] {
+					c := condition(&m, v1alpha1.ConditionHealthy)
+					changes[name] = append(changes[name], fmt.Sprintf("at %s: %s/%s %q", time.Since(start).Round(100*time.Millisecond), c.Status, c.Reason, c.Message))
+					last[name] = now
+				}
+			}
+		}
+		out <- changes
+	}()
+	return out
+}
+
+func healthyStatus(m *v1alpha1.EtcdMember) metav1.ConditionStatus {
+	if c := condition(m, v1alpha1.ConditionHealthy); c != nil {
+		return c.Status
+	}
+	return metav1.ConditionUnknown
+}
