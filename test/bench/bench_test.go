@@ -100,6 +100,7 @@ func TestBench(t *testing.T) {
 		run  func(*testing.T, *results)
 	}{
 		{"leave", benchLeave},
+		{"delayed", benchDelayed},
 		{"production", benchProduction},
 		{"scale", benchScale},
 		{"plugin", benchPluginFrozen},

@@ -53,9 +53,27 @@ type env struct {
 
 func newEnv(t *testing.T, size int, agentArgs ...string) *env {
 	t.Helper()
-	c := framework.NewCluster(t, framework.ClusterConfig{Size: size})
+	return newEnvWith(t, envOptions{size: size}, agentArgs...)
+}
+
+// envOptions shape a test bed beyond its size.
+type envOptions struct {
+	size int
+	// faultProxies puts the cluster's network paths behind fault proxies.
+	faultProxies bool
+	// separateStorage runs the apiserver on a one-member etcd of its own.
+	separateStorage bool
+}
+
+func newEnvWith(t *testing.T, o envOptions, agentArgs ...string) *env {
+	t.Helper()
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: o.size, FaultProxies: o.faultProxies})
 	removableAt := time.Now().Add(reconfigGrace)
-	api := framework.StartAPIServer(t, c)
+	storage := c
+	if o.separateStorage {
+		storage = framework.NewCluster(t, framework.ClusterConfig{Size: 1})
+	}
+	api := framework.StartAPIServer(t, storage)
 	api.InstallEtcdmember(t)
 	e := &env{
 		t: t, cluster: c, api: api, client: adminClient(t, api),

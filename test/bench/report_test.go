@@ -30,6 +30,9 @@ type results struct {
 	floorGone, floorRPC    []time.Duration
 	// leaveSteps holds, per leave, when each step of the leader's removing reconcile ended.
 	leaveSteps []map[string]float64
+	// delayedGone, delayedJoinedFalse and delayedFloor are leaves and raw MemberRemoves with
+	// every raft link delayed (benchDelayed).
+	delayedGone, delayedJoinedFalse, delayedFloor []time.Duration
 	// leaveRemoveErrors counts failed MemberRemove calls of the agents during the leave cycles:
 	// each costs a retry, so a figure above zero explains slow samples.
 	leaveRemoveErrors float64
@@ -78,7 +81,7 @@ func (r *report) finish(t *testing.T) {
 }
 
 func (r *report) complete() bool {
-	return len(r.leaveGone) > 0 && len(r.failover) == 2 && len(r.stall) > 0 && r.quiet != nil && len(r.resync) > 0 &&
+	return len(r.leaveGone) > 0 && len(r.delayedGone) > 0 && len(r.failover) == 2 && len(r.stall) > 0 && r.quiet != nil && len(r.resync) > 0 &&
 		len(r.detection) > 0 && r.outage != nil && len(r.pluginList) > 0 && len(r.frozenList) > 0
 }
 
@@ -149,6 +152,7 @@ func (r row) withGoal(goal string, met bool, measured string) row {
 func (r *report) rows() []row {
 	var rows []row
 	rows = append(rows, r.leaveRows()...)
+	rows = append(rows, r.delayedRows()...)
 	for _, timings := range []string{testTimings, productionTimingsName} {
 		if samples := r.failover[timings]; len(samples) > 0 {
 			var gone []time.Duration
@@ -254,6 +258,19 @@ func (r *report) stepRows() []row {
 		}
 	}
 	return rows
+}
+
+// delayedRows report the leaves under peer delay next to the loopback figures.
+func (r *report) delayedRows() []row {
+	if len(r.delayedGone) == 0 {
+		return nil
+	}
+	delay := fmt.Sprintf("%s ± %s on every raft link", peerDelay, peerJitter)
+	return []row{
+		distRow("Leave, "+delay+": patch accepted → gone from etcd's member list (ms)", summarize(inUnit(r.delayedGone, time.Millisecond))),
+		distRow("Leave, "+delay+": patch accepted → Joined=False seen by a watch (ms)", summarize(inUnit(r.delayedJoinedFalse, time.Millisecond))),
+		distRow("Floor, "+delay+": raw MemberRemove → gone from the member list (ms)", summarize(inUnit(r.delayedFloor, time.Millisecond))),
+	}
 }
 
 func (r *report) stallRows() []row {
@@ -542,6 +559,11 @@ are left out below 10 samples.
 - **Floor**: the same kind of member, removed by a raw clientv3 MemberRemove through the staying
   member, timed from the call to the first member list without it (the same 1 ms poll), and the
   call alone. Leave and floor cycles alternate on the same cluster.
+- **Delayed** (issue #17): a fresh 3-member cluster with etcd's fault proxy on every directed raft
+  link, each holding the bytes 200 ms ± 50 ms (drawn once per link; each chunk waits its delay
+  before the next is read, so the links also carry less), agents with
+  ` + "`--probe-interval=5s --probe-timeout=3s`" + ` (sized for two round trips), the apiserver on an etcd of its own; then
+  leave and floor cycles as above, interleaved. Loopback figures are the rows above.
 - **Failover**: the leading agent is SIGKILLed (it cannot release its Lease), another member's leave
   is patched right after, and the clock runs from the kill to the member's absence from the member
   list (1 ms poll). The killed agent is restarted and the member re-added between runs. Once with the

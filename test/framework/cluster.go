@@ -326,6 +326,7 @@ func (c *Cluster) join(t TB, m *Member, learner bool) {
 	if err != nil {
 		t.Fatalf("add member %s (%s, learner=%v): %v", m.Name, m.PeerURL(), learner, err)
 	}
+	c.waitListed(t, m, resp.Member.ID)
 	// etcd only compares peer URLs when a member joins, so the others are
 	// listed under their IDs: names may be empty (members that never started)
 	// or shared (AddMemberAs), and either would merge two members into one.
@@ -342,6 +343,43 @@ func (c *Cluster) join(t TB, m *Member, learner bool) {
 	m.mu.Lock()
 	m.initialCluster, m.clusterState = strings.Join(initial, ","), "existing"
 	m.mu.Unlock()
+}
+
+// waitListed waits until every other member that answers lists the member just added as id. A
+// joining member checks its initial cluster against the member list of the first peer it reaches,
+// and exits for good ("member count is unequal") if that peer has not applied the addition yet,
+// which on slow peer links (a Delay fault) it often has not. A member that does not answer (down,
+// frozen) cannot be asked by the joining one either, so it is not waited for.
+func (c *Cluster) waitListed(t TB, m *Member, id uint64) {
+	t.Helper()
+	var others []*Member
+	for _, mm := range c.Members() {
+		if mm != m && mm.Running() {
+			others = append(others, mm)
+		}
+	}
+	err := poll(memberReadyTimeout, func(ctx context.Context) error {
+		for _, mm := range others {
+			cli, err := newClient([]string{mm.ListenClientURL()}, c.tlsCfg)
+			if err != nil {
+				return err
+			}
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			list, err := cli.MemberList(cctx, clientv3.WithSerializable())
+			cancel()
+			_ = cli.Close()
+			if err != nil {
+				continue
+			}
+			if !slices.ContainsFunc(list.Members, func(x *etcdserverpb.Member) bool { return x.ID == id }) {
+				return fmt.Errorf("%s does not list member %x yet", mm.Name, id)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("adding %s: %v", m.Name, err)
+	}
 }
 
 // rejectedForNow reports whether etcd refused a membership change before
