@@ -52,7 +52,7 @@ leader removes members whose object has spec.leave: true, one at a time, never i
 	f.DurationVar(&opts.ProbeTimeout, "probe-timeout", opts.ProbeTimeout, "Timeout of one health probe of a member, periodic or right before a removal.")
 	f.DurationVar(&opts.HealthRefresh, "health-refresh-interval", opts.HealthRefresh, "How stale status.health's raft index, DB size and last probe time may get while nothing else about a member changes; bounds the API writes of a quiet cluster.")
 	f.DurationVar(&opts.LearnerStallTimeout, "learner-stall-timeout", opts.LearnerStallTimeout, "How long a learner may stay one (not started, or not caught up) before the leader removes it so the next join can proceed.")
-	f.DurationVar(&opts.RemoveUnreachableAfter, "remove-unreachable-after", 0, "Ask a voter to leave once it has been unreachable this long; the quorum guard still applies. 0 (default): never.")
+	f.DurationVar(&opts.RemoveUnreachableAfter, "remove-unreachable-after", 0, "Ask a voter to leave once it has been unreachable this long and no other voter's etcd still has a raft connection to it (etcd_network_active_peers); the quorum guard still applies. 0 (default): never.")
 	f.IntVar(&opts.MinVoters, "min-voters", opts.MinVoters, "--remove-unreachable-after never asks a member to leave when fewer voters than this would remain.")
 	f.DurationVar(&opts.RecheckInterval, "recheck-interval", opts.RecheckInterval, "How often a leave refused by the quorum guard is checked again.")
 	f.DurationVar(&opts.HandOverRetry, "hand-over-retry", opts.HandOverRetry, "Cap of the back-off (3s, 6s, 12s, ...) with which a leader whose own member must leave retries handing leadership over while no other agent takes it.")

@@ -158,6 +158,20 @@ const AnnotationLeaveReason = "etcdmember.io/leave-reason"
 // voter stayed unreachable longer than --remove-unreachable-after.
 const ReasonUnreachableMember = "UnreachableMember"
 
+// Event reasons of a voter that --remove-unreachable-after does not ask to leave although it has
+// been unreachable that long, because etcd's own view does not confirm it down. Before asking,
+// the leader reads etcd_network_active_peers from every other voter it reaches; each is written
+// once per outage and leadership term, and the check is repeated every --recheck-interval.
+const (
+	// ReasonUnreachableFromLeader (Warning): another member's etcd still has an active raft
+	// connection to the member, so etcd hears from it and only the path from the leading agent's
+	// node to its client URLs is broken. The quorum guard still counts it unhealthy.
+	ReasonUnreachableFromLeader = "UnreachableFromLeader"
+	// ReasonUnreachableUnconfirmed (Warning): no other voter's metrics could be read, so nothing
+	// confirms that etcd no longer hears from the member.
+	ReasonUnreachableUnconfirmed = "UnreachableUnconfirmed"
+)
+
 // Event reasons of peer-URL updates. The agent on a member's node checks the peer URLs it
 // advertises and publishes them in status.advertisedPeerURLs; the leading agent updates etcd's
 // record, as one more membership change.

@@ -5,7 +5,8 @@ import (
 )
 
 // timers measure, on the leader's own clock, the two durations the controller acts on: how long a
-// voter has been unreachable, and how long a learner has gone without progress. They live in the
+// voter has been unreachable, and how long a learner has gone without progress. They also remember
+// what operators were told about an unreachable voter the policy holds back. They live in the
 // reconciler, so a new leader starts them afresh: a member is then removed later than it could
 // have been, never sooner. Neither comes from a condition's lastTransitionTime, which moves only
 // when the condition's status does: a member False/Alarm for an hour that then stops answering
@@ -15,6 +16,10 @@ type timers struct {
 	unreachable map[uint64]time.Time
 	// progress holds each learner's last raft index and when it last advanced.
 	progress map[uint64]learnerProgress
+	// announced holds, for each unreachable member, the last hold-back of the dead-member policy
+	// an Event told operators of (reason and outage), so a hold re-checked every few seconds is
+	// announced once.
+	announced map[uint64]string
 }
 
 type learnerProgress struct {
@@ -27,6 +32,7 @@ type learnerProgress struct {
 func (t *timers) unreachableFor(id uint64, unreachable bool, now time.Time) time.Duration {
 	if !unreachable {
 		delete(t.unreachable, id)
+		delete(t.announced, id)
 		return 0
 	}
 	if t.unreachable == nil {
@@ -61,8 +67,22 @@ func (t *timers) stalledFor(id uint64, index uint64, known bool, lead uint64, no
 	return now.Sub(last.at)
 }
 
+// announce records that key is what operators were last told about member id, and tells whether
+// that is news.
+func (t *timers) announce(id uint64, key string) bool {
+	if t.announced[id] == key {
+		return false
+	}
+	if t.announced == nil {
+		t.announced = map[uint64]string{}
+	}
+	t.announced[id] = key
+	return true
+}
+
 // forget drops what the timers hold for a member that left etcd or became a voter.
 func (t *timers) forget(id uint64) {
 	delete(t.unreachable, id)
 	delete(t.progress, id)
+	delete(t.announced, id)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd/etcdfake"
 	"github.com/etcdmember/kubectl-etcdmember/internal/events"
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
@@ -27,9 +28,12 @@ func TestUnreachableTimedFromReasonChange(t *testing.T) {
 	status.Get(m, v1alpha1.ConditionHealthy).LastTransitionTime = metav1.NewTime(time.Now().Add(-time.Hour))
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(m).Build()
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	// Member 4 is down for etcd too, so the other voters confirm it (askPeers).
+	peers := etcdfake.New(etcdfake.Voters(4)...)
+	peers.Set(4, func(m *etcdfake.Member) { m.Down = true })
 	r := &LeaveReconciler{
-		Client: c, Events: &events.Recorder{Client: c, Namespace: "kube-system"},
-		RemoveUnreachableAfter: time.Minute, MinVoters: 3, Clock: clk,
+		Client: c, Events: &events.Recorder{Client: c, Namespace: "kube-system"}, Peers: peers,
+		RemoveUnreachableAfter: time.Minute, MinVoters: 3, Clock: clk, ProbeTimeout: time.Second,
 	}
 	step := func(reason string, after time.Duration) {
 		t.Helper()

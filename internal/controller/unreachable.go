@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,7 +22,8 @@ import (
 // RemoveUnreachableAfter is asked to leave, as an operator would ask, so the request then goes
 // through the full quorum guard and is recorded like any other. It never asks when the cluster
 // would be left with fewer than MinVoters voters, nor when the pre-flight check already says the
-// removal would be refused.
+// removal would be refused, nor unless etcd itself confirms the member down (askPeers): the
+// leader's probes only say that the leader cannot reach it.
 func (r *LeaveReconciler) removeIfUnreachable(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, probes Probes, probed bool) (ctrl.Result, error) {
 	if r.RemoveUnreachableAfter <= 0 || !probed {
 		return ctrl.Result{}, nil
@@ -53,14 +56,150 @@ func (r *LeaveReconciler) removeIfUnreachable(ctx context.Context, m *v1alpha1.E
 		// The next outage starts a new lastTransitionTime and is judged afresh.
 		return ctrl.Result{}, nil
 	}
+	view := r.askPeers(ctx, target, members, probes)
+	if reason, msg := view.holdBack(target, r.RemoveUnreachableAfter, r.leaderNode(members)); reason != "" {
+		// Re-checked every --recheck-interval rather than at the next change of health: a member
+		// that dies for real while cut off from the leader changes nothing the leader probes.
+		r.announceHold(ctx, m, target.ID, reason+" "+since, reason, msg, view)
+		return ctrl.Result{RequeueAfter: r.RecheckInterval}, nil
+	}
 	if err := r.requestLeave(ctx, m, why); err != nil {
 		return ctrl.Result{}, err
 	}
-	log.Info("Asked an unreachable member to leave", "unhealthySince", since, "unreachableFor", down.Round(time.Second))
+	log.Info("Asked an unreachable member to leave", "unhealthySince", since, "unreachableFor", down.Round(time.Second),
+		"notHeardBy", names(view.read), "unreadable", errorStrings(view.errs))
 	metrics.UnreachableLeaves.Inc()
 	r.Events.Warning(ctx, m, v1alpha1.ReasonUnreachableMember, "Leave",
-		fmt.Sprintf("Member %s has been %s; asking it to leave. The quorum guard still applies; set spec.leave to false to cancel.", m.Status.MemberID, why))
+		fmt.Sprintf("Member %s has been %s, and etcd no longer hears from it either (no active raft connection to it from %s). Asking it to leave. The quorum guard still applies; set spec.leave to false to cancel.",
+			m.Status.MemberID, why, strings.Join(names(view.read), ", ")))
 	return ctrl.Result{}, nil
+}
+
+// peerView is what the other voters' etcd says about a member the leader cannot reach.
+type peerView struct {
+	// heardBy are the voters whose etcd has an active raft connection to the member.
+	heardBy []etcd.Member
+	// read are the voters whose metrics were read, heardBy among them.
+	read []etcd.Member
+	// errs says why the metrics of the others could not be read, one error each.
+	errs []error
+}
+
+// askPeers reads etcd_network_active_peers for target from every other voter that answered the
+// leader's latest probe, in parallel, within one probe timeout.
+//
+// Why: the leader's probe fails when the path from the leader's node to target's client URLs
+// breaks (a firewall rule, a route, a proxy), while target runs and its raft peers hear it.
+// Removing it then takes a live voter out of a healthy cluster on the word of one network path.
+// etcd keeps its own account of which peers it is connected to, the same one its strict
+// reconfiguration check counts; while any voter still has an active connection to target, target
+// is not dead for etcd.
+func (r *LeaveReconciler) askPeers(ctx context.Context, target etcd.Member, members []etcd.Member, probes Probes) peerView {
+	var observers []etcd.Member
+	for _, mem := range members {
+		if !mem.IsLearner && mem.ID != target.ID && probes.Members[mem.ID].Reachable {
+			observers = append(observers, mem)
+		}
+	}
+	heard := make([]bool, len(observers))
+	errs := make([]error, len(observers))
+	ctx, cancel := context.WithTimeout(ctx, r.ProbeTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, o := range observers {
+		wg.Go(func() {
+			heard[i], errs[i] = r.Peers.ActivePeer(ctx, o, target.ID)
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("%s (%s): %w", o.Name, etcd.IDString(o.ID), errs[i])
+			}
+		})
+	}
+	wg.Wait()
+	var view peerView
+	for i, o := range observers {
+		switch {
+		case errs[i] != nil:
+			view.errs = append(view.errs, errs[i])
+		case heard[i]:
+			view.heardBy = append(view.heardBy, o)
+			view.read = append(view.read, o)
+		default:
+			view.read = append(view.read, o)
+		}
+	}
+	return view
+}
+
+// holdBack says why the view does not confirm target down, as an Event reason and message, or ""
+// when it does: at least one other voter's metrics were read, and none has an active connection
+// to target. A voter whose metrics could not be read does not hold the removal back when another
+// was read: it may be down itself, and one voter that still hears target is enough to keep it.
+// When none could be read, nothing confirms target down, and the policy, being opt-in and
+// conservative, does not ask: an operator can still ask by hand.
+func (v peerView) holdBack(target etcd.Member, after time.Duration, leaderNode string) (string, string) {
+	id := etcd.IDString(target.ID)
+	switch {
+	case len(v.heardBy) > 0:
+		who := "etcd member " + strings.Join(names(v.heardBy), ", ") + " still hears"
+		if len(v.heardBy) > 1 {
+			who = "etcd members " + strings.Join(names(v.heardBy), ", ") + " still hear"
+		}
+		return v1alpha1.ReasonUnreachableFromLeader, fmt.Sprintf(
+			"Member %s (%s) has been unreachable from the leading agent%s for longer than --remove-unreachable-after %s, but %s from it (an active raft connection in etcd_network_active_peers), so it is not asked to leave. Check the network path from the leading agent's node to the member's client URLs %s. Until the leader reaches it again the quorum guard counts it unhealthy.",
+			id, target.Name, leaderNode, after, who, strings.Join(target.ClientURLs, ","))
+	case len(v.read) == 0:
+		// Last in the message: the Event's note is cut at 1024 bytes, and the log has them all.
+		why := "none was made: no other voter answered the leading agent's latest probe"
+		if len(v.errs) > 0 {
+			why = strings.Join(errorStrings(v.errs), "; ")
+		}
+		return v1alpha1.ReasonUnreachableUnconfirmed, fmt.Sprintf(
+			"Member %s (%s) has been unreachable from the leading agent%s for longer than --remove-unreachable-after %s, but no other voter's etcd metrics could be read to confirm that etcd no longer hears from it, so it is not asked to leave. Let the agents read /metrics on the members' client URLs with their etcd credentials, or ask the member to leave by hand once you know it is down. The reads said: %s",
+			id, target.Name, leaderNode, after, why)
+	}
+	return "", ""
+}
+
+// announceHold logs a hold-back and writes its Event once per outage and leadership term (key
+// names both the hold's reason and the outage's start); the re-checks after it log at V(1) only.
+func (r *LeaveReconciler) announceHold(ctx context.Context, m *v1alpha1.EtcdMember, id uint64, key, reason, msg string, view peerView) {
+	log := logf.FromContext(ctx).WithValues("memberID", m.Status.MemberID, "reason", reason,
+		"heardBy", names(view.heardBy), "unreadable", errorStrings(view.errs))
+	if !r.timers.announce(id, key) {
+		log.V(1).Info("Still not asking an unreachable member to leave")
+		return
+	}
+	log.Info("Not asking an unreachable member to leave: etcd does not confirm it down", "detail", msg)
+	r.Events.Warning(ctx, m, reason, "Leave", msg)
+}
+
+// leaderNode names the leader's own member for a message, " (on the node of member <name>)", or
+// "" when the leader's member is unknown.
+func (r *LeaveReconciler) leaderNode(members []etcd.Member) string {
+	if r.Leadership == nil {
+		return ""
+	}
+	if local, ok := etcd.FindMember(members, r.Leadership.LocalMemberID()); ok {
+		return fmt.Sprintf(" (on the node of member %s)", local.Name)
+	}
+	return ""
+}
+
+// names renders members as "name (id)".
+func names(members []etcd.Member) []string {
+	out := make([]string, 0, len(members))
+	for _, mem := range members {
+		out = append(out, fmt.Sprintf("%s (%s)", mem.Name, etcd.IDString(mem.ID)))
+	}
+	return out
+}
+
+func errorStrings(errs []error) []string {
+	out := make([]string, 0, len(errs))
+	for _, err := range errs {
+		out = append(out, err.Error())
+	}
+	return out
 }
 
 // requestLeave sets spec.leave and the reason annotation by updating a copy, so the status

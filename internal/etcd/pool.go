@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -41,6 +42,8 @@ type Pool struct {
 
 	mu    sync.Mutex
 	conns map[uint64]*pooled
+	// http reads the members' /metrics (ActivePeer); nil until the first read.
+	http *http.Client
 }
 
 type pooled struct {
@@ -94,6 +97,11 @@ func (p *Pool) Retain(members []Member) {
 // Close closes every connection.
 func (p *Pool) Close() {
 	p.Retain(nil)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.http != nil {
+		p.http.CloseIdleConnections()
+	}
 }
 
 // Probe asks the member for its status and, when it votes, serves a linearizable read, both

@@ -238,3 +238,53 @@ func healthyStatus(m *v1alpha1.EtcdMember) metav1.ConditionStatus {
 	}
 	return metav1.ConditionUnknown
 }
+
+// unreachableAfter is the --remove-unreachable-after of TestLeaderCutFromOneClientURL.
+const unreachableAfter = 4 * time.Second
+
+// TestLeaderCutFromOneClientURL: nobody reaches one member's client URL any more (the agents'
+// probes among them), while the member is healthy for its raft peers and its own agent. The guard
+// counts it unhealthy, as it cannot verify it: a removal that would then leave one healthy voter
+// of two is refused with the numbers. But the dead-member policy does not remove it: etcd's
+// leader still hears from it, so it is alive, and only the path to it is broken.
+func TestLeaderCutFromOneClientURL(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{size: 3, faultProxies: true, agentArgs: []string{
+		"--remove-unreachable-after=" + unreachableAfter.String(), "--min-voters=2",
+	}})
+	leader := e.leaderAgent()
+	var others []*framework.Member
+	for _, m := range e.cluster.Members() {
+		if m.Name != leader {
+			others = append(others, m)
+		}
+	}
+	cut, target := others[0], others[1]
+	cut.ClientLink(t).Blackhole(framework.BothWays)
+	e.waitFor(cut.Name, "Healthy=False/Unreachable", func(m *v1alpha1.EtcdMember) bool {
+		return hasCondition(m, v1alpha1.ConditionHealthy, metav1.ConditionFalse, v1alpha1.ReasonUnreachable)
+	})
+
+	e.leave(target.Name)
+	refused := e.waitFor(target.Name, "Left=False/QuorumAtRisk", leftReason(v1alpha1.ReasonQuorumAtRisk))
+	want := "removing " + target.Name + " would leave 1 healthy voter of 2; quorum of 2 needs 2"
+	if msg := condition(refused, v1alpha1.ConditionLeft).Message; !strings.Contains(msg, want) {
+		t.Errorf("refusal message %q lacks %q", msg, want)
+	}
+	e.kubectl("patch", "etcdmembers.etcdmember.io", target.Name, "--type", "merge", "-p", `{"spec":{"leave":false}}`)
+
+	// Three times the policy's delay: a member etcd still hears from is never asked to leave.
+	e.holds(cut.Name, "not asked to leave, still in etcd", 3*unreachableAfter, func(m *v1alpha1.EtcdMember) bool {
+		return !m.Spec.Leave && m.Annotations[v1alpha1.AnnotationLeaveReason] == "" && joined(m)
+	})
+	if !e.etcdMemberIDs()[cut.ID()] {
+		t.Fatalf("member %s was removed from etcd", cut.Name)
+	}
+	// The operator is told why, and where to look.
+	ev := e.waitEvent(cut.Name, corev1.EventTypeWarning, v1alpha1.ReasonUnreachableFromLeader)
+	for _, want := range []string{target.Name, "still hear", cut.ClientURL()} {
+		if !strings.Contains(ev.Note, want) {
+			t.Errorf("%s Event %q does not say %q", v1alpha1.ReasonUnreachableFromLeader, ev.Note, want)
+		}
+	}
+}

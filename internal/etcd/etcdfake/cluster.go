@@ -1,6 +1,7 @@
 // Package etcdfake models an etcd cluster in memory, closely enough for the controller's unit
-// tier: voters and learners, one leader, members that are down or answer under another ID, etcd's
-// strict reconfiguration checks, and calls whose answer is lost after the cluster applied them.
+// tier: voters and learners, one leader, members that are down, cut off from the leading agent
+// only, or answer under another ID, which members hear which, etcd's strict reconfiguration
+// checks, and calls whose answer is lost after the cluster applied them.
 // It implements the controller's Cluster, Peers and IntentStore interfaces and records every
 // membership change it applied, so a test asserts on what happened to the cluster, not on calls.
 //
@@ -33,6 +34,7 @@ const (
 	OpMemberUpdate  Op = "MemberUpdate"
 	OpAlarms        Op = "Alarms"
 	OpMoveLeader    Op = "MoveLeader"
+	OpActivePeer    Op = "ActivePeer"
 	OpIntentPut     Op = "IntentPut"
 	OpIntentGet     Op = "IntentGet"
 	OpIntentDelete  Op = "IntentDelete"
@@ -49,11 +51,18 @@ var ErrAnswerLost = fmt.Errorf("etcdfake: answer lost after the change was appli
 // Member is one modelled member.
 type Member struct {
 	etcd.Member
-	// Down: the process is stopped or cut off; it answers nothing and counts as inactive for
-	// etcd's strict reconfiguration checks.
+	// Down: the process is stopped or cut off from everyone; it answers nothing, its peers do
+	// not hear it, and it counts as inactive for etcd's strict reconfiguration checks.
 	Down bool
+	// CutFromAgent: only the leading agent's path to the member's client URLs is broken (a
+	// firewall rule, a route on the leader's node). Probes and metric reads from the agent get no
+	// answer, while for etcd the member runs: its peers hear it and it counts as active.
+	CutFromAgent bool
+	// MetricsUnreadable: the member answers probes, but reading its /metrics fails (a proxy in
+	// front of it that passes only gRPC, a scrape refused).
+	MetricsUnreadable bool
 	// NoLeader: the member answers status, but has lost its leader (a partition on its side), so
-	// it serves no linearizable read.
+	// it serves no linearizable read, and neither hears its peers nor is heard by them.
 	NoLeader bool
 	// AnsweredBy makes another member answer on this member's client URLs (a VIP, a reused
 	// address); probes then find this member unreachable.
@@ -453,6 +462,9 @@ func (c *Cluster) Probe(ctx context.Context, m etcd.Member, _ time.Duration) etc
 	case !ok || mm.Down:
 		h.Err = fmt.Errorf("status of %v: connection refused", m.ClientURLs)
 		return h
+	case mm.CutFromAgent:
+		h.Err = fmt.Errorf("status of %v: %w", m.ClientURLs, context.DeadlineExceeded)
+		return h
 	case mm.AnsweredBy != 0:
 		h.AnsweredBy = mm.AnsweredBy
 		h.Err = fmt.Errorf("%v answered as member %s, not as %s", m.ClientURLs, etcd.IDString(mm.AnsweredBy), etcd.IDString(m.ID))
@@ -493,6 +505,36 @@ func (c *Cluster) MoveLeader(ctx context.Context, m etcd.Member, transferee uint
 	c.leader = transferee
 	c.changes = append(c.changes, Change{Op: OpMoveLeader, ID: m.ID, To: transferee})
 	return c.end(ctx, OpMoveLeader, after)
+}
+
+// ActivePeer answers as observer's /metrics would: whether it has an active raft connection to
+// peer. Two members hear each other while both are active for etcd (the same connections etcd's
+// strict reconfiguration check counts), whatever the leading agent reaches. It fails when the
+// agent cannot reach observer, when another member answers on observer's client URLs, or when
+// observer's metrics are unreadable.
+func (c *Cluster) ActivePeer(ctx context.Context, observer etcd.Member, peer uint64) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	after, err := c.begin(ctx, OpActivePeer, false)
+	if err != nil {
+		return false, err
+	}
+	o, ok := c.members[observer.ID]
+	switch {
+	case !ok || o.Down:
+		return false, fmt.Errorf("metrics of %v: connection refused", observer.ClientURLs)
+	case o.CutFromAgent:
+		return false, fmt.Errorf("metrics of %v: %w", observer.ClientURLs, context.DeadlineExceeded)
+	case o.AnsweredBy != 0:
+		return false, fmt.Errorf("metrics of %v: %w: %s", observer.ClientURLs, etcd.ErrMetricsOfAnother, etcd.IDString(o.AnsweredBy))
+	case o.MetricsUnreadable:
+		return false, fmt.Errorf("metrics of %v: HTTP 403", observer.ClientURLs)
+	}
+	heard := c.activeLocked(observer.ID) && c.activeLocked(peer)
+	if err := c.end(ctx, OpActivePeer, after); err != nil {
+		return false, err
+	}
+	return heard, nil
 }
 
 // Retain is a no-op: the model keeps no connections.
