@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -45,12 +44,7 @@ func TestActivePeerReadsTheGauge(t *testing.T) {
 		t.Cleanup(srv.Close)
 		return srv.URL
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + l.Addr().String()
-	_ = l.Close()
+	closed := closedURL(t)
 
 	for _, tc := range []struct {
 		name   string

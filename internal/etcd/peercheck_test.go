@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -26,13 +25,7 @@ func TestCheckPeerURL(t *testing.T) {
 		t.Cleanup(srv.Close)
 		return srv.URL
 	}
-	// A port that was just free: nothing listens there.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + l.Addr().String()
-	_ = l.Close()
+	closed := closedURL(t)
 
 	c := &Client{}
 	cases := []struct {
