@@ -173,3 +173,53 @@ func TestGuardCountsAMemberCutFromTheLeader(t *testing.T) {
 		t.Errorf("etcd refused the removal itself (%v); the case no longer shows the guard refusing", err)
 	}
 }
+
+// TestUnreachablePolicyWitnessesMustServe: a voter that answers but has no leader has no raft
+// connection to anyone, so its "not heard" says nothing. With the only readable voters' metrics
+// gone, the one without a leader must not confirm a live member down.
+func TestUnreachablePolicyWitnessesMustServe(t *testing.T) {
+	w := newWorld(t, etcdfake.Voters(5)...)
+	w.r.RemoveUnreachableAfter = time.Minute
+	w.term.local = 1
+	w.etcd.Set(5, func(m *etcdfake.Member) { m.CutFromAgent = true })
+	w.etcd.Set(2, func(m *etcdfake.Member) { m.NoLeader = true })
+	for _, id := range []uint64{1, 3, 4} {
+		w.etcd.Set(id, func(m *etcdfake.Member) { m.MetricsUnreadable = true })
+	}
+	w.mustReconcile("node-5")
+	w.clock.SetTime(w.clock.Now().Add(61 * time.Second))
+	w.mustReconcile("node-5")
+	if m := w.get("node-5"); m.Spec.Leave {
+		t.Fatalf("a live member was asked to leave on the word of a voter without a leader: %+v", m.Annotations)
+	}
+	if evs := w.events("node-5", v1alpha1.ReasonUnreachableUnconfirmed); len(evs) != 1 {
+		t.Fatalf("%d %s Events, want 1", len(evs), v1alpha1.ReasonUnreachableUnconfirmed)
+	}
+}
+
+// TestUnreachableHoldAlternatingReasonsAnnouncedOnce: a hold whose reason alternates from one
+// re-check to the next (the witnesses' metrics readable, then not) writes one Event per reason
+// and outage, not one per re-check.
+func TestUnreachableHoldAlternatingReasonsAnnouncedOnce(t *testing.T) {
+	w := newWorld(t, etcdfake.Voters(4)...)
+	w.r.RemoveUnreachableAfter = time.Minute
+	w.term.local = 1
+	w.etcd.Set(4, func(m *etcdfake.Member) { m.CutFromAgent = true })
+	w.mustReconcile("node-4")
+	w.clock.SetTime(w.clock.Now().Add(61 * time.Second))
+	for i := range 6 {
+		for id := uint64(1); id <= 3; id++ {
+			w.etcd.Set(id, func(m *etcdfake.Member) { m.MetricsUnreadable = i%2 == 1 })
+		}
+		w.mustReconcile("node-4")
+		w.clock.SetTime(w.clock.Now().Add(w.r.RecheckInterval))
+	}
+	if m := w.get("node-4"); m.Spec.Leave {
+		t.Fatal("a member etcd still hears was asked to leave")
+	}
+	for _, reason := range []string{v1alpha1.ReasonUnreachableFromLeader, v1alpha1.ReasonUnreachableUnconfirmed} {
+		if evs := w.events("node-4", reason); len(evs) != 1 {
+			t.Errorf("%d %s Events over 6 re-checks, want 1", len(evs), reason)
+		}
+	}
+}

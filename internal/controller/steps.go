@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"math"
 	"sync"
 	"time"
 )
@@ -17,7 +16,8 @@ const (
 	stepRemoved     = "removed"
 )
 
-// steps records how long after its reconcile began each step of a removal ended. The steps run
+// steps records how long after its reconcile began (once it had read the object from the cache)
+// each step of a removal ended. The steps run
 // side by side, so a slow leave is slow by its longest one: the removal's log line shows which,
 // for an operator asking why a leave took long, and the benchmark reports them. A nil steps
 // records nothing.
@@ -53,7 +53,7 @@ func (s *steps) millis() map[string]float64 {
 	defer s.mu.Unlock()
 	out := make(map[string]float64, len(s.ended))
 	for step, at := range s.ended {
-		out[step] = math.Round(float64(at.Microseconds())) / 1000
+		out[step] = float64(at.Microseconds()) / 1000
 	}
 	return out
 }

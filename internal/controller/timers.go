@@ -16,10 +16,15 @@ type timers struct {
 	unreachable map[uint64]time.Time
 	// progress holds each learner's last raft index and when it last advanced.
 	progress map[uint64]learnerProgress
-	// announced holds, for each unreachable member, the last hold-back of the dead-member policy
-	// an Event told operators of (reason and outage), so a hold re-checked every few seconds is
-	// announced once.
-	announced map[uint64]string
+	// announced holds, for each unreachable member, the outage the dead-member policy's hold-back
+	// Events were about and the reasons they gave, so a hold re-checked every few seconds is
+	// announced once per reason and outage, even when it alternates between two reasons.
+	announced map[uint64]announcement
+}
+
+type announcement struct {
+	outage  string
+	reasons map[string]bool
 }
 
 type learnerProgress struct {
@@ -67,16 +72,21 @@ func (t *timers) stalledFor(id uint64, index uint64, known bool, lead uint64, no
 	return now.Sub(last.at)
 }
 
-// announce records that key is what operators were last told about member id, and tells whether
-// that is news.
-func (t *timers) announce(id uint64, key string) bool {
-	if t.announced[id] == key {
+// announce records that operators were told reason about member id's outage, and tells whether
+// that is news: a reason not yet given for this outage.
+func (t *timers) announce(id uint64, outage, reason string) bool {
+	a, ok := t.announced[id]
+	if !ok || a.outage != outage {
+		a = announcement{outage: outage, reasons: map[string]bool{}}
+	}
+	if a.reasons[reason] {
 		return false
 	}
+	a.reasons[reason] = true
 	if t.announced == nil {
-		t.announced = map[uint64]string{}
+		t.announced = map[uint64]announcement{}
 	}
-	t.announced[id] = key
+	t.announced[id] = a
 	return true
 }
 

@@ -60,7 +60,7 @@ func (r *LeaveReconciler) removeIfUnreachable(ctx context.Context, m *v1alpha1.E
 	if reason, msg := view.holdBack(target, r.RemoveUnreachableAfter, r.leaderNode(members)); reason != "" {
 		// Re-checked every --recheck-interval rather than at the next change of health: a member
 		// that dies for real while cut off from the leader changes nothing the leader probes.
-		r.announceHold(ctx, m, target.ID, reason+" "+since, reason, msg, view)
+		r.announceHold(ctx, m, target.ID, since, reason, msg, view)
 		return ctrl.Result{RequeueAfter: r.RecheckInterval}, nil
 	}
 	if err := r.requestLeave(ctx, m, why); err != nil {
@@ -85,8 +85,10 @@ type peerView struct {
 	errs []error
 }
 
-// askPeers reads etcd_network_active_peers for target from every other voter that answered the
-// leader's latest probe, in parallel, within one probe timeout.
+// askPeers reads etcd_network_active_peers for target from every other voter that served the
+// leader's latest probe (a linearizable read: it has a leader and is part of the quorum), in
+// parallel, within one probe timeout. A voter that answers but serves nothing may be cut off from
+// every peer itself: that it has no connection to target says nothing about target.
 //
 // Why: the leader's probe fails when the path from the leader's node to target's client URLs
 // breaks (a firewall rule, a route, a proxy), while target runs and its raft peers hear it.
@@ -97,7 +99,7 @@ type peerView struct {
 func (r *LeaveReconciler) askPeers(ctx context.Context, target etcd.Member, members []etcd.Member, probes Probes) peerView {
 	var observers []etcd.Member
 	for _, mem := range members {
-		if !mem.IsLearner && mem.ID != target.ID && probes.Members[mem.ID].Reachable {
+		if !mem.IsLearner && mem.ID != target.ID && probes.Members[mem.ID].Serving {
 			observers = append(observers, mem)
 		}
 	}
@@ -160,12 +162,12 @@ func (v peerView) holdBack(target etcd.Member, after time.Duration, leaderNode s
 	return "", ""
 }
 
-// announceHold logs a hold-back and writes its Event once per outage and leadership term (key
-// names both the hold's reason and the outage's start); the re-checks after it log at V(1) only.
-func (r *LeaveReconciler) announceHold(ctx context.Context, m *v1alpha1.EtcdMember, id uint64, key, reason, msg string, view peerView) {
+// announceHold logs a hold-back and writes its Event once per reason, outage (named by its
+// start) and leadership term; the re-checks after it log at V(1) only.
+func (r *LeaveReconciler) announceHold(ctx context.Context, m *v1alpha1.EtcdMember, id uint64, outage, reason, msg string, view peerView) {
 	log := logf.FromContext(ctx).WithValues("memberID", m.Status.MemberID, "reason", reason,
 		"heardBy", names(view.heardBy), "unreadable", errorStrings(view.errs))
-	if !r.timers.announce(id, key) {
+	if !r.timers.announce(id, outage, reason) {
 		log.V(1).Info("Still not asking an unreachable member to leave")
 		return
 	}

@@ -122,7 +122,11 @@ func activePeer(ctx context.Context, hc *http.Client, clientURL string, observer
 	if body.N <= 0 {
 		return false, fmt.Errorf("metrics of %s: more than %d bytes, not etcd's metrics", clientURL, maxMetricsBytes)
 	}
-	return lookUpActivePeer(families, observer, peer)
+	active, err := lookUpActivePeer(families, observer, peer)
+	if err != nil {
+		return false, fmt.Errorf("metrics of %s: %w", clientURL, err)
+	}
+	return active, nil
 }
 
 // decodeFamilies decodes a whole metrics answer and keeps the families named.

@@ -161,7 +161,9 @@ func TestActivePeerOnRealEtcd(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer func() { _ = noCert.Close() }()
-				_, err = NewPool(noCert).ActivePeer(context.Background(), observer, target.ID)
+				pool := NewPool(noCert)
+				defer pool.Close()
+				_, err = pool.ActivePeer(context.Background(), observer, target.ID)
 				if err == nil {
 					t.Fatal("read /metrics of a --client-cert-auth member without a client certificate")
 				}

@@ -425,8 +425,10 @@ func shortRunMisses(seed uint64, n int) []string {
 				want["a re-join while a leave is in flight"] = true
 			case restartAPIServer:
 				want["an apiserver crash"] = true
-			case cutLink, cutOneWay:
-				want["a partition"] = true
+			case cutLink:
+				if s.leader {
+					want["a partition"] = true
+				}
 			}
 		}
 	}
