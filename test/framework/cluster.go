@@ -326,7 +326,13 @@ func (c *Cluster) join(t TB, m *Member, learner bool) {
 	if err != nil {
 		t.Fatalf("add member %s (%s, learner=%v): %v", m.Name, m.PeerURL(), learner, err)
 	}
-	c.waitListed(t, m, resp.Member.ID)
+	var listedBy []uint64
+	for _, mm := range resp.Members {
+		if mm.ID != resp.Member.ID {
+			listedBy = append(listedBy, mm.ID)
+		}
+	}
+	c.waitListed(t, m, resp.Member.ID, listedBy)
 	// etcd only compares peer URLs when a member joins, so the others are
 	// listed under their IDs: names may be empty (members that never started)
 	// or shared (AddMemberAs), and either would merge two members into one.
@@ -348,30 +354,55 @@ func (c *Cluster) join(t TB, m *Member, learner bool) {
 // waitListed waits until every other member that answers lists the member just added as id. A
 // joining member checks its initial cluster against the member list of the first peer it reaches,
 // and exits for good ("member count is unequal") if that peer has not applied the addition yet,
-// which on slow peer links (a Delay fault) it often has not. A member that does not answer (down,
-// frozen) cannot be asked by the joining one either, so it is not waited for.
-func (c *Cluster) waitListed(t TB, m *Member, id uint64) {
+// which on slow peer links (a Delay fault) it often has not. Only the members whose IDs are in
+// members, the membership MemberAdd returned, are asked: a removed member that still runs is no
+// peer of the joining one, and never lists it. A member that does not answer (down, frozen)
+// cannot be asked by the joining one either, so it is not waited for; the members are asked at
+// once, each within listTimeout, and one whose call the attempt's own deadline cut short was not
+// checked, so the attempt fails.
+func (c *Cluster) waitListed(t TB, m *Member, id uint64, members []uint64) {
 	t.Helper()
+	const listTimeout = time.Second
 	var others []*Member
 	for _, mm := range c.Members() {
-		if mm != m && mm.Running() {
+		if mm != m && mm.Running() && slices.Contains(members, mm.ID()) {
 			others = append(others, mm)
 		}
 	}
 	err := poll(memberReadyTimeout, func(ctx context.Context) error {
-		for _, mm := range others {
+		clients := make([]*clientv3.Client, len(others))
+		for i, mm := range others {
 			cli, err := newClient([]string{mm.ListenClientURL()}, c.tlsCfg)
 			if err != nil {
 				return err
 			}
-			cctx, cancel := context.WithTimeout(ctx, time.Second)
-			list, err := cli.MemberList(cctx, clientv3.WithSerializable())
-			cancel()
-			_ = cli.Close()
-			if err != nil {
-				continue
-			}
-			if !slices.ContainsFunc(list.Members, func(x *etcdserverpb.Member) bool { return x.ID == id }) {
+			defer func() { _ = cli.Close() }()
+			clients[i] = cli
+		}
+		lists := make([][]*etcdserverpb.Member, len(others))
+		errs := make([]error, len(others))
+		var wg sync.WaitGroup
+		for i, cli := range clients {
+			wg.Go(func() {
+				cctx, cancel := context.WithTimeout(ctx, listTimeout)
+				defer cancel()
+				resp, err := cli.MemberList(cctx, clientv3.WithSerializable())
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				lists[i] = resp.Members
+			})
+		}
+		wg.Wait()
+		for i, mm := range others {
+			switch {
+			case errs[i] != nil && ctx.Err() != nil:
+				// The attempt ran out of time before mm answered or gave up: mm is unchecked.
+				return fmt.Errorf("asking %s whether it lists member %x: %w", mm.Name, id, ctx.Err())
+			case errs[i] != nil:
+				// mm does not answer: not waited for.
+			case !slices.ContainsFunc(lists[i], func(x *etcdserverpb.Member) bool { return x.ID == id }):
 				return fmt.Errorf("%s does not list member %x yet", mm.Name, id)
 			}
 		}
@@ -382,13 +413,19 @@ func (c *Cluster) waitListed(t TB, m *Member, id uint64) {
 	}
 }
 
+// errLearnerRefuses is a learner's refusal of any call but a serializable read: the client that
+// makes membership calls balances over every member, learners included.
+var errLearnerRefuses = rpctypes.Error(rpctypes.ErrGRPCNotSupportedForLearner)
+
 // rejectedForNow reports whether etcd refused a membership change before
 // proposing it, for a reason that passes: strict reconfiguration checks
 // refuse changes until the serving member has been connected to a quorum for
 // five seconds, which is the case right after a cluster starts or a member
-// restarts.
+// restarts; and a learner refuses every change, which the next attempt sends
+// to another member.
 func rejectedForNow(err error) bool {
-	return errors.Is(err, rpctypes.ErrUnhealthy) || errors.Is(err, rpctypes.ErrMemberNotEnoughStarted)
+	return errors.Is(err, rpctypes.ErrUnhealthy) || errors.Is(err, rpctypes.ErrMemberNotEnoughStarted) ||
+		errors.Is(err, errLearnerRefuses)
 }
 
 // waitAgreement waits until every member, asked on its own endpoint, lists

@@ -34,10 +34,16 @@
 // ClusterConfig.FaultProxies routes the cluster's traffic through etcd's own fault proxy
 // (go.etcd.io/etcd/pkg/v3/proxy), one per path, which a test can Blackhole, Delay and Heal:
 //
-//   - Cluster.PeerLink(t, a, b) is a's raft messages to b, on connections either member dialed
-//     (rafthttp streams carry messages back from the dialed member to the dialer). Members
-//     advertise a peer front that learns the sender from the first request's X-PeerURLs or
-//     X-Server-From header. TLS hides those, so PeerLink needs a plaintext cluster; under TLS,
+//   - Cluster.PeerLink(t, a, b) is a's raft messages to b, and nothing else. rafthttp carries them
+//     on two kinds of connection: the pipeline and snapshot posts a dials to b (a's messages in
+//     the requests), and the streams b dials to a (GET /raft/stream/..., a's messages in the
+//     responses). Members advertise a peer front that learns a connection's dialer from its first
+//     request's X-PeerURLs or X-Server-From header and its kind from the request's method and
+//     path, and routes it through a proxy per dialer, dialed member and kind. PeerLink(a, b)
+//     faults the requests of a's posts to b and the responses of b's streams from a. The requests
+//     that open streams and the acks to posts carry no messages, and no PeerLink faults them, so a
+//     one-way cut stays one-way when the streams are dialed again (after a restart or a heal).
+//     TLS hides the headers, so PeerLink needs a plaintext cluster; under TLS,
 //     Member.PeerIngress(t) faults every peer connection dialed to a member at once (in a
 //     plaintext cluster, only those that name no member: version checks, probes).
 //   - Member.ClientLink(t) is behind the member's advertised client URL, ClientURL(), which
@@ -53,10 +59,11 @@
 // read timeout rafthttp asks for on http.Transport.Dial, which the DialContext it also sets
 // overrides. etcd_network_active_peers therefore stays at 1 across a peer blackhole; raft does
 // notice, as etcd_network_peer_received_bytes_total{From} stopping, and a follower that hears
-// nothing losing its leader and applying nothing. Heal closes the connections that lost bytes, and
-// etcd redials. Delay's jitter is drawn once per call, not per packet. Members keep their links
-// across restarts and Rejoin, but cannot MoveTo. Each cluster's and apiserver's proxies log to
-// faults.log in its directory and close at its cleanup, after its processes are killed.
+// nothing losing its leader and applying nothing. Heal after a Blackhole closes every connection
+// of the healed link, whether or not it lost bytes, and etcd redials. Delay's jitter is drawn
+// once per call, not per packet. Members keep their links across restarts and Rejoin, but cannot
+// MoveTo. Each cluster's and apiserver's proxies log to faults.log in its directory and close at
+// its cleanup, after its processes are killed.
 //
 // Every process is killed at the test's cleanup. Logs live under
 // t.TempDir(); when the test failed, the last lines of each are logged, every

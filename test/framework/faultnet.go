@@ -233,7 +233,8 @@ type faultProxy struct {
 	mu    sync.Mutex
 	// dropped records the halves blackholed since their last heal. A blackhole drops bytes from
 	// the middle of a connection, which no real network does to a TCP stream: a connection that
-	// lived through one is corrupt and is reset when the half heals.
+	// lived through one may be corrupt, so every connection of the proxy is reset when the half
+	// heals (which ones lost bytes is not tracked).
 	dropped [2]bool
 }
 
@@ -279,8 +280,9 @@ func (p *faultProxy) delay(h half, latency, jitter time.Duration) {
 	}
 }
 
-// heal lifts every fault of h, then resets the connections if h dropped bytes. In that order: a
-// connection opened between a reset and the lifting would lose bytes too, and be left open.
+// heal lifts every fault of h, then, if h was blackholed, resets every connection the proxy
+// carries, whether or not it lost bytes. In that order: a connection opened between a reset and
+// the lifting would lose bytes too, and be left open.
 func (p *faultProxy) heal(h half) {
 	if h == tx {
 		p.srv.UnblackholeTx()
@@ -295,7 +297,7 @@ func (p *faultProxy) heal(h half) {
 	p.mu.Unlock()
 	if lossy {
 		n := p.conns.reset()
-		p.lg.Info("reset connections that lost bytes", zap.Stringer("half", h), zap.Int("connections", n))
+		p.lg.Info("reset connections after a blackhole", zap.Stringer("half", h), zap.Int("connections", n))
 	}
 }
 

@@ -82,47 +82,82 @@ func (l *Link) Delay(latency, jitter time.Duration, dir Direction) {
 	}
 }
 
-// Heal lifts every fault. Connections that lost bytes to a Blackhole are closed, as a network
-// partition that outlasts TCP's patience would close them, rather than left to resume with a
-// hole in their stream.
+// Heal lifts every fault. After a Blackhole (in either direction) it then closes every connection
+// the link carries, those that lost no bytes too, as a network partition that outlasts TCP's
+// patience would close them, rather than leave them to resume with a hole in their stream; the
+// clients dial again.
 func (l *Link) Heal() {
 	l.p.heal(tx)
 	l.p.heal(rx)
 }
 
-// PeerLink is the directed path of one member's raft messages to another. They travel on two
-// kinds of connection: those the sender dialed to the receiver (pipeline and snapshot posts, the
-// requests that open streams), and those the receiver dialed to the sender, on which rafthttp
-// streams carry messages back from the dialed member to the dialer. A PeerLink's faults apply to
-// the sender's bytes on both, and to nothing else: PeerLink(a, b) never delays b's messages to a.
+// PeerLink is the directed path of one member's raft messages to another. rafthttp carries a
+// member's messages to a peer on two kinds of connection, and the peer fronts route each kind
+// through proxies of its own, per dialing and dialed member:
+//
+//   - posts: the pipeline (POST /raft) and snapshot (POST /raft/snapshot) requests the sender
+//     dials to the receiver, whose bodies are the sender's messages; the receiver only acks them.
+//   - streams: the GET /raft/stream/{msgapp,message}/<receiver's ID> requests the receiver dials
+//     to the sender, whose response bodies are the sender's messages.
+//
+// A PeerLink's faults apply to the requests of the sender's posts and to the responses of the
+// receiver's streams from the sender, and to nothing else. The requests that open streams and
+// the acks to posts carry no messages and no PeerLink faults them: PeerLink(a, b) never touches
+// b's messages to a, not even when the streams that carry them, which a dials to b, are dialed
+// again while a's messages to b are cut.
 type PeerLink struct {
 	name string
-	// dialed carries from's connections to to (its tx is from's bytes); dialedBack carries to's
-	// connections to from (its rx is from's bytes).
-	dialed, dialedBack *faultProxy
+	// posts carries the posts from dials to to (its tx is from's messages); streams carries the
+	// streams to dials to from (its rx is from's messages).
+	posts, streams *faultProxy
 }
 
 func (l *PeerLink) String() string { return l.name }
 
-// Blackhole drops the sender's bytes.
+// Blackhole drops the sender's messages.
 func (l *PeerLink) Blackhole() {
-	l.dialed.blackhole(tx)
-	l.dialedBack.blackhole(rx)
+	l.posts.blackhole(tx)
+	l.streams.blackhole(rx)
 }
 
-// Delay holds the sender's bytes for latency ± jitter, drawn once as Link.Delay says; 0 removes
-// the delay.
+// Delay holds the sender's messages for latency ± jitter, drawn once as Link.Delay says; 0
+// removes the delay.
 func (l *PeerLink) Delay(latency, jitter time.Duration) {
-	l.dialed.delay(tx, latency, jitter)
-	l.dialedBack.delay(rx, latency, jitter)
+	l.posts.delay(tx, latency, jitter)
+	l.streams.delay(rx, latency, jitter)
 }
 
-// Heal lifts the link's faults and, after a Blackhole, closes the connections that lost bytes,
-// as Link.Heal does. Closing a connection ends it both ways, so the other direction's streams
-// reconnect too; that direction's own faults stay.
+// Heal lifts the link's faults and, after a Blackhole, closes every connection the link carries:
+// the sender's posts to the receiver and the receiver's streams from the sender, which rafthttp
+// dials again. The connections of the other direction are not the link's and stay open.
 func (l *PeerLink) Heal() {
-	l.dialed.heal(tx)
-	l.dialedBack.heal(rx)
+	l.posts.heal(tx)
+	l.streams.heal(rx)
+}
+
+// peerConnKind is what a peer connection carries, which decides whose messages it carries.
+type peerConnKind int
+
+const (
+	// postConn is a connection whose requests carry the dialing member's messages (pipeline and
+	// snapshot posts), and every other one that names its sender.
+	postConn peerConnKind = iota
+	// streamConn is a connection that opens a rafthttp stream, whose response carries the
+	// dialed member's messages to the dialing one.
+	streamConn
+)
+
+func (k peerConnKind) String() string {
+	if k == streamConn {
+		return "streams from"
+	}
+	return "posts to"
+}
+
+// peerConn names the proxy of one kind of connection one member dials to another.
+type peerConn struct {
+	dialer, dialed *Member
+	kind           peerConnKind
 }
 
 // clusterFaults is the links of a FaultProxies cluster.
@@ -133,8 +168,8 @@ type clusterFaults struct {
 	// byPeerURL finds a member by the peer URL it advertises, its peer front's, including
 	// members that are pending and not in the cluster's list yet.
 	byPeerURL map[string]*Member
-	// pairs carries the connections the first member dials to the second, made on first use.
-	pairs map[[2]*Member]*faultProxy
+	// peerConns carries each kind of connection one member dials to another, made on first use.
+	peerConns map[peerConn]*faultProxy
 }
 
 // memberLinks are a member's fronts, fixed for its life: MoveTo is refused on such a member.
@@ -150,7 +185,7 @@ func newClusterFaults(t TB, dir string) *clusterFaults {
 	return &clusterFaults{
 		net:       newFaultNet(t, filepath.Join(dir, "faults.log")),
 		byPeerURL: map[string]*Member{},
-		pairs:     map[[2]*Member]*faultProxy{},
+		peerConns: map[peerConn]*faultProxy{},
 	}
 }
 
@@ -184,19 +219,19 @@ func (f *clusterFaults) addMember(t TB, m *Member) {
 	m.mu.Unlock()
 }
 
-// pair returns the proxy of the connections src dials to dst.
-func (f *clusterFaults) pair(src, dst *Member) (*faultProxy, error) {
+// peerProxy returns the proxy of the connections of kind k that dialer dials to dialed.
+func (f *clusterFaults) peerProxy(dialer, dialed *Member, k peerConnKind) (*faultProxy, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	key := [2]*Member{src, dst}
-	if p := f.pairs[key]; p != nil {
+	key := peerConn{dialer: dialer, dialed: dialed, kind: k}
+	if p := f.peerConns[key]; p != nil {
 		return p, nil
 	}
-	p, err := f.net.newProxy(src.Name+" dials "+dst.Name, net.JoinHostPort(dst.IP(), strconv.Itoa(etcdPeerPort)))
+	p, err := f.net.newProxy(dialer.Name+" "+k.String()+" "+dialed.Name, net.JoinHostPort(dialed.IP(), strconv.Itoa(etcdPeerPort)))
 	if err != nil {
 		return nil, err
 	}
-	f.pairs[key] = p
+	f.peerConns[key] = p
 	return p, nil
 }
 
@@ -211,8 +246,9 @@ func (c *Cluster) faultsFor(t TB, what string) *clusterFaults {
 }
 
 // PeerLink returns the directed link that carries from's raft messages to to. It needs a
-// plaintext cluster: the sender of a peer connection is read from its first request, which TLS
-// hides; under TLS, PeerIngress faults all of a member's incoming peer connections at once.
+// plaintext cluster: the dialer and kind of a peer connection are read from its first request,
+// which TLS hides; under TLS, PeerIngress faults all of a member's incoming peer connections at
+// once.
 func (c *Cluster) PeerLink(t TB, from, to *Member) *PeerLink {
 	t.Helper()
 	f := c.faultsFor(t, "PeerLink")
@@ -222,15 +258,15 @@ func (c *Cluster) PeerLink(t TB, from, to *Member) *PeerLink {
 	if from == to || from.c != c || to.c != c {
 		t.Fatalf("PeerLink(%s, %s) needs two different members of this cluster", from.Name, to.Name)
 	}
-	dialed, err := f.pair(from, to)
+	posts, err := f.peerProxy(from, to, postConn)
 	if err != nil {
 		t.Fatalf("PeerLink(%s, %s): %v", from.Name, to.Name, err)
 	}
-	dialedBack, err := f.pair(to, from)
+	streams, err := f.peerProxy(to, from, streamConn)
 	if err != nil {
 		t.Fatalf("PeerLink(%s, %s): %v", from.Name, to.Name, err)
 	}
-	return &PeerLink{name: from.Name + "->" + to.Name, dialed: dialed, dialedBack: dialedBack}
+	return &PeerLink{name: from.Name + "->" + to.Name, posts: posts, streams: streams}
 }
 
 // memberLinks returns m's fronts, failing t when its cluster has none.

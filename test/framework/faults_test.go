@@ -21,9 +21,12 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
-// The fault self-tests show every fault taking effect and every heal undoing it, each against an
-// effect that etcd, the apiserver or the agent reports itself, so that a later test cannot pass
-// because a fault was silently never applied.
+// The fault self-tests show every kind of fault (Blackhole, Delay, and on a client link each
+// Direction) taking effect on every kind of link and every heal undoing it, each against an effect
+// that etcd, the apiserver or the agent reports itself, so that a later test cannot pass because a
+// fault was silently never applied. PeerLink faults are also shown to stay on their own direction,
+// including while the streams between the two members are dialed again. Every Link is the same
+// proxy code, so the Links other than a member's client URL are only cut both ways.
 
 // peerTimeout bounds how long a member takes to notice a peer gone or back, and a follower to
 // catch up: a few election timeouts (1s) and redials.
@@ -120,6 +123,65 @@ func TestFaultPeerOneWay(t *testing.T) {
 	waitHears(t, hc, leader, f)
 }
 
+// TestFaultPeerOneWayRestart keeps a cut in place across a restart of the member on its far
+// side, which makes every stream between the two be dialed again: the cut must still drop only
+// its own direction. Between two followers a and b, a's messages to b are cut, b restarts (it
+// follows the leader, a third member) and then takes over the leadership. a must keep hearing
+// b's heartbeats and follow it, on streams that a dialed to b after the restart, while b hears
+// nothing from a; healed, b hears a again.
+func TestFaultPeerOneWayRestart(t *testing.T) {
+	t.Parallel()
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3, FaultProxies: true})
+	leader := c.Leader(t)
+	var a, b *framework.Member
+	for _, m := range c.Members() {
+		switch {
+		case m == leader:
+		case a == nil:
+			a = m
+		default:
+			b = m
+		}
+	}
+	hc := metricsClient(t, c)
+	ac := a.DirectClient(t)
+
+	cut := c.PeerLink(t, a, b)
+	cut.Blackhole()
+	b.Restart(t)
+	if l := c.Leader(t); l != leader {
+		t.Fatalf("leader moved from %s to %s during %s's restart", leader.Name, l.Name, b.Name)
+	}
+	moveLeader(t, leader, b)
+	waitHears(t, hc, a, b)
+	keepsHearing(t, hc, a, b, 5*time.Second)
+	waitDeaf(t, hc, b, a)
+	framework.Eventually(t, peerTimeout, retryEvery, a.Name+" follows "+b.Name+" with "+cut.String()+" cut", leads(ac, a, b))
+
+	cut.Heal()
+	waitHears(t, hc, b, a)
+	keepsHearing(t, hc, b, a, 2*time.Second)
+	keepsHearing(t, hc, a, b, 2*time.Second)
+}
+
+// moveLeader hands the leadership from leader to m and waits until etcd reports it.
+func moveLeader(t *testing.T, leader, m *framework.Member) {
+	t.Helper()
+	lc := leader.DirectClient(t)
+	framework.Eventually(t, peerTimeout, retryEvery, "move the leadership from "+leader.Name+" to "+m.Name,
+		framework.PerAttempt(5*time.Second, func(ctx context.Context) (bool, error) {
+			st, err := lc.Status(ctx, leader.ListenClientURL())
+			if err != nil {
+				return false, err
+			}
+			if st.Leader == m.ID() {
+				return true, nil
+			}
+			_, err = lc.MoveLeader(ctx, m.ID())
+			return false, err
+		}))
+}
+
 // TestFaultPeerDelay delays every peer link: a put, which the leader commits once a follower has
 // its entry, takes two delayed trips; healed, puts are fast again.
 func TestFaultPeerDelay(t *testing.T) {
@@ -179,8 +241,8 @@ func TestFaultPeerIngressTLS(t *testing.T) {
 	waitHears(t, hc, leader, f)
 }
 
-// TestFaultClientLink cuts and delays a member's advertised client URL: calls through it fail or
-// slow down while its real URL serves on; healed, it works again. A FaultProxies member refuses
+// TestFaultClientLink cuts and delays a member's advertised client URL, in each direction: calls
+// through it fail or slow down while its real URL serves on; healed, it works again. A FaultProxies member refuses
 // MoveTo, whose new address its links could not follow.
 func TestFaultClientLink(t *testing.T) {
 	t.Parallel()
@@ -200,24 +262,34 @@ func TestFaultClientLink(t *testing.T) {
 			through, direct := m.Client(t), m.DirectClient(t)
 			framework.Eventually(t, 10*time.Second, retryEvery, "status through the client link", status(through, m.ClientURL()))
 
-			link.Blackhole(framework.BothWays)
-			framework.Eventually(t, 10*time.Second, retryEvery, "status through the cut client link fails", failing(status(through, m.ClientURL())))
-			framework.Eventually(t, 10*time.Second, retryEvery, "status on the listen URL while the link is cut", status(direct, m.ListenClientURL()))
-			link.Heal()
-			framework.Eventually(t, 10*time.Second, retryEvery, "status through the healed client link", status(through, m.ClientURL()))
-
-			link.Delay(300*time.Millisecond, 0, framework.ToMember)
-			if d := timedStatus(t, through, m.ClientURL()); d < 250*time.Millisecond {
-				t.Fatalf("status took %s with requests delayed by 300ms, want at least 250ms", d)
+			// Requests or answers alone lost fail a call as surely as both.
+			for _, dir := range []framework.Direction{framework.BothWays, framework.ToMember, framework.FromMember} {
+				link.Blackhole(dir)
+				framework.Eventually(t, 10*time.Second, retryEvery, "status through the client link cut "+dir.String()+" fails",
+					failing(status(through, m.ClientURL())))
+				framework.Eventually(t, 10*time.Second, retryEvery, "status on the listen URL while the link is cut "+dir.String(),
+					status(direct, m.ListenClientURL()))
+				link.Heal()
+				framework.Eventually(t, 10*time.Second, retryEvery, "status through the client link healed after a cut "+dir.String(),
+					status(through, m.ClientURL()))
 			}
-			link.Heal()
-			framework.Eventually(t, 10*time.Second, retryEvery, "status under 100ms once the delay is healed", func(ctx context.Context) (bool, error) {
-				start := time.Now()
-				if _, err := through.Status(ctx, m.ClientURL()); err != nil {
-					return false, err
+
+			// A call takes one delayed trip in either direction.
+			for _, dir := range []framework.Direction{framework.ToMember, framework.FromMember} {
+				link.Delay(300*time.Millisecond, 0, dir)
+				if d := timedStatus(t, through, m.ClientURL()); d < 250*time.Millisecond {
+					t.Fatalf("status took %s with the link delayed by 300ms %s, want at least 250ms", d, dir)
 				}
-				return time.Since(start) < 100*time.Millisecond, nil
-			})
+				link.Heal()
+				framework.Eventually(t, 10*time.Second, retryEvery, "status under 100ms once the delay "+dir.String()+" is healed",
+					func(ctx context.Context) (bool, error) {
+						start := time.Now()
+						if _, err := through.Status(ctx, m.ClientURL()); err != nil {
+							return false, err
+						}
+						return time.Since(start) < 100*time.Millisecond, nil
+					})
+			}
 
 			if msg := fails(m.MoveTo); !strings.Contains(msg, "not supported in a FaultProxies cluster") {
 				t.Fatalf("MoveTo in a FaultProxies cluster failed with %q, want a refusal", msg)
@@ -461,6 +533,28 @@ func waitHears(t *testing.T, hc *http.Client, local, peer *framework.Member) {
 		}
 		return true, nil
 	})
+}
+
+// keepsHearing checks that local's count of raft bytes received from peer grows between every
+// two reads for window. The leader and a follower exchange heartbeats every 100ms, so a link that
+// carries them grows between any two reads; one that was cut, or that let a few messages through
+// before stalling, does not.
+func keepsHearing(t *testing.T, hc *http.Client, local, peer *framework.Member, window time.Duration) {
+	t.Helper()
+	last := -1.0
+	framework.Consistently(t, window, 700*time.Millisecond, local.Name+" keeps hearing from "+peer.Name,
+		framework.PerAttempt(attemptTimeout, func(ctx context.Context) (bool, error) {
+			v, err := receivedFrom(ctx, hc, local, peer)
+			if err != nil {
+				return false, err
+			}
+			prev := last
+			last = v
+			if prev >= 0 && v <= prev {
+				return false, fmt.Errorf("received %v bytes, then %v", prev, v)
+			}
+			return true, nil
+		}))
 }
 
 // waitDeaf waits until local's count of raft bytes received from peer stops, and checks that it
