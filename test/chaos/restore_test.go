@@ -301,7 +301,18 @@ func (r *run) rejoinRemoved() {
 		return
 	}
 	for _, i := range removed {
-		what, err := r.rejoinMember(i)
+		var what string
+		// rejoinMember judges quorum on the monitor's latest member list, which right after the
+		// leaves settled can still show the members just removed: a skip is retried until that
+		// view has caught up, and only one that outlasts removedBound is a finding.
+		err := framework.Poll(removedBound, pollEvery, func(context.Context) (bool, error) {
+			w, err := r.rejoinMember(i)
+			if err != nil && !errors.Is(err, errSkip) {
+				return false, framework.Stop(err)
+			}
+			what = w
+			return err == nil, err
+		})
 		if err != nil {
 			r.violate("restore "+nodeName(i), "re-joining %s to restore the baseline: %v", nodeName(i), err)
 			continue
