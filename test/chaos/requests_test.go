@@ -122,6 +122,13 @@ func (r *run) rejoin(i int) (string, error) {
 	if l == nil || l.cancelled || l.rejoined {
 		return "", skip("no leave of %s to re-join after", nodeName(i))
 	}
+	if len(r.netFaults) > 0 {
+		// The framework's MemberAdd is not retried when its answer is lost (it is not idempotent),
+		// and a cut link loses it: sent through a member the leader cannot reach, the add is
+		// applied but never answered (seed 652783470, scenario 23). The end of the scenario
+		// heals the network first and re-joins then.
+		return "", skip("a network fault is in place")
+	}
 	err := r.await(removedBound, func(ctx context.Context) error {
 		obj, err := r.w.object(ctx, l.name)
 		if err != nil {
