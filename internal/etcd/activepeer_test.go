@@ -3,6 +3,7 @@ package etcd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -132,19 +133,14 @@ func TestActivePeerOnRealEtcd(t *testing.T) {
 			// notices a killed peer when the next write or dial to it fails.
 			waitActive := func(want bool) {
 				t.Helper()
-				deadline := time.Now().Add(10 * time.Second)
-				for {
-					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-					active, err := pool.ActivePeer(ctx, observer, target.ID)
-					cancel()
-					if err == nil && active == want {
-						return
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("node-1 says node-3 active = %t (%v), want %t within 10s", active, err, want)
-					}
-					time.Sleep(200 * time.Millisecond)
-				}
+				framework.Eventually(t, 10*time.Second, 200*time.Millisecond, fmt.Sprintf("node-1 says node-3 active = %t", want),
+					framework.PerAttempt(2*time.Second, func(ctx context.Context) (bool, error) {
+						active, err := pool.ActivePeer(ctx, observer, target.ID)
+						if err != nil || active == want {
+							return err == nil, err
+						}
+						return false, fmt.Errorf("active = %t", active)
+					}))
 			}
 			waitActive(true)
 
