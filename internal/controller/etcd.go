@@ -29,11 +29,11 @@ type Peers interface {
 	Probe(ctx context.Context, m etcd.Member, timeout time.Duration) etcd.Health
 	// MoveLeader asks m, which must lead, to hand etcd leadership to transferee.
 	MoveLeader(ctx context.Context, m etcd.Member, transferee uint64) error
-	// ActivePeer tells whether observer, by its own metrics, has an active raft connection to
-	// member peer: etcd's own view of whether peer is up, which a probe from the leader's node
-	// cannot give when only the path from that node to peer is broken. It fails when observer's
-	// metrics could not be read, or were another member's.
-	ActivePeer(ctx context.Context, observer etcd.Member, peer uint64) (bool, error)
+	// PeerTraffic reads what observer's own metrics say about its raft link from member peer:
+	// etcd's own view of whether peer is heard, which a probe from the leader's node cannot give
+	// when only the path from that node to peer is broken. It fails when observer's metrics could
+	// not be read, or were another member's.
+	PeerTraffic(ctx context.Context, observer etcd.Member, peer uint64) (etcd.Traffic, error)
 	// Retain drops what is kept for members no longer in the list.
 	Retain(members []etcd.Member)
 }

@@ -390,7 +390,11 @@ func TestUnreachablePolicyOnModel(t *testing.T) {
 			}
 			w.mustReconcile(target)
 			w.clock.SetTime(w.clock.Now().Add(tc.wait))
-			w.mustReconcile(target)
+			if res := w.mustReconcile(target); res.RequeueAfter == silenceWindow {
+				// The first read of etcd's leader's metrics starts the measure of its silence.
+				w.clock.SetTime(w.clock.Now().Add(silenceWindow))
+				w.mustReconcile(target)
+			}
 			m := w.get(target)
 			if m.Spec.Leave != tc.wantAsked {
 				t.Fatalf("spec.leave = %t, want %t", m.Spec.Leave, tc.wantAsked)

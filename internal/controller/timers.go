@@ -20,6 +20,17 @@ type timers struct {
 	// Events were about and the reasons they gave, so a hold re-checked every few seconds is
 	// announced once per reason and outage, even when it alternates between two reasons.
 	announced map[uint64]announcement
+	// traffic holds, for each unreachable member and each voter whose metrics were read about
+	// it, the bytes that voter had received from it at the sample a silence is measured from.
+	traffic map[uint64]map[uint64]trafficSample
+}
+
+type trafficSample struct {
+	received float64
+	at       time.Time
+	// leader is the etcd leader when the sample was taken: only a leader hears every voter, so
+	// a silence counts only when one leader held all through it.
+	leader uint64
 }
 
 type announcement struct {
@@ -38,6 +49,7 @@ func (t *timers) unreachableFor(id uint64, unreachable bool, now time.Time) time
 	if !unreachable {
 		delete(t.unreachable, id)
 		delete(t.announced, id)
+		delete(t.traffic, id)
 		return 0
 	}
 	if t.unreachable == nil {
@@ -90,9 +102,36 @@ func (t *timers) announce(id uint64, outage, reason string) bool {
 	return true
 }
 
+// heard compares what observer has received from member id with the sample a silence is
+// measured from, and says whether observer heard id since (heard), or heard nothing for at least
+// window (silent); neither while the sample is younger than window, or was just (re)taken: at the
+// first read, after observer restarted (its counter went back), or when the etcd leader changed.
+func (t *timers) heard(id, observer uint64, received float64, leader uint64, now time.Time, window time.Duration) (heard, silent bool) {
+	if t.traffic == nil {
+		t.traffic = map[uint64]map[uint64]trafficSample{}
+	}
+	if t.traffic[id] == nil {
+		t.traffic[id] = map[uint64]trafficSample{}
+	}
+	last, ok := t.traffic[id][observer]
+	next := trafficSample{received: received, at: now, leader: leader}
+	switch {
+	case !ok || received < last.received || leader != last.leader:
+		t.traffic[id][observer] = next
+		return false, false
+	case received > last.received:
+		t.traffic[id][observer] = next
+		return true, false
+	case now.Sub(last.at) < window:
+		return false, false
+	}
+	return false, true
+}
+
 // forget drops what the timers hold for a member that left etcd or became a voter.
 func (t *timers) forget(id uint64) {
 	delete(t.unreachable, id)
 	delete(t.progress, id)
 	delete(t.announced, id)
+	delete(t.traffic, id)
 }

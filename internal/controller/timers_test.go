@@ -24,6 +24,10 @@ func TestUnreachableTimedFromReasonChange(t *testing.T) {
 	members := []etcd.Member{{ID: 1}, {ID: 2}, {ID: 3}, {ID: 4}}
 	target := members[3]
 	probes := probesOf(map[uint64]bool{1: true, 2: true, 3: true})
+	for id, h := range probes.Members {
+		h.Status.Leader = 1 // as the model's cluster, led by its first voter
+		probes.Members[id] = h
+	}
 	m := member(false, cond(v1alpha1.ConditionHealthy, metav1.ConditionFalse, v1alpha1.ReasonAlarm))
 	status.Get(m, v1alpha1.ConditionHealthy).LastTransitionTime = metav1.NewTime(time.Now().Add(-time.Hour))
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(m).Build()
@@ -62,8 +66,12 @@ func TestUnreachableTimedFromReasonChange(t *testing.T) {
 		t.Fatal("asked to leave although the unreachable streak started again 30s ago")
 	}
 	step(v1alpha1.ReasonUnreachable, 30*time.Second)
+	if m.Spec.Leave {
+		t.Fatal("asked to leave on one read of etcd's leader's metrics")
+	}
+	step(v1alpha1.ReasonUnreachable, silenceWindow)
 	if !m.Spec.Leave || m.Spec.MemberID != m.Status.MemberID || m.Annotations[v1alpha1.AnnotationLeaveReason] == "" {
-		t.Fatalf("not asked to leave after a minute unreachable: spec %+v, annotations %v", m.Spec, m.Annotations)
+		t.Fatalf("not asked to leave after a minute unreachable and etcd's leader silent about it for %s: spec %+v, annotations %v", silenceWindow, m.Spec, m.Annotations)
 	}
 }
 
@@ -139,5 +147,43 @@ func TestLearnerEvictionWaitsForStall(t *testing.T) {
 	}
 	if c := status.Get(m, v1alpha1.ConditionPromoted); c.Reason == v1alpha1.ReasonEvicting {
 		t.Fatal("evicted before the stall timeout")
+	}
+}
+
+// TestHeardNeedsAWholeSilence: a voter counts as silent about a member only when its counter
+// stayed still for the whole window under one etcd leader; any growth is heard at once; a
+// restarted observer or a new leader starts the measure over.
+func TestHeardNeedsAWholeSilence(t *testing.T) {
+	var tm timers
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	const window = 2 * time.Second
+	type read struct {
+		after    time.Duration
+		received float64
+		leader   uint64
+		heard    bool
+		silent   bool
+	}
+	for i, r := range []read{
+		{0, 100, 1, false, false},                       // the first read only samples
+		{time.Second, 100, 1, false, false},             // still, but not for the whole window
+		{time.Second, 100, 1, false, true},              // still for 2 s
+		{time.Second, 100, 1, false, true},              // and still since
+		{time.Second, 101, 1, true, false},              // heard: at once, and the measure restarts
+		{time.Second, 101, 1, false, false},             // still for 1 s of the new measure
+		{5 * time.Second, 101, 2, false, false},         // a new leader: its silence is measured afresh
+		{5 * time.Second, 101, 2, false, true},          // still under one leader for the window
+		{time.Second, 3, 2, false, false},               // the observer restarted: counter went back
+		{window - time.Millisecond, 3, 2, false, false}, // not yet the whole window
+	} {
+		t0 = t0.Add(r.after)
+		heard, silent := tm.heard(4, 1, r.received, r.leader, t0, window)
+		if heard != r.heard || silent != r.silent {
+			t.Errorf("read %d (%+v): heard=%t silent=%t", i, r, heard, silent)
+		}
+	}
+	tm.forget(4)
+	if heard, silent := tm.heard(4, 1, 3, 2, t0.Add(time.Hour), window); heard || silent {
+		t.Errorf("after forget: heard=%t silent=%t, want a fresh sample", heard, silent)
 	}
 }

@@ -57,7 +57,12 @@ func (r *LeaveReconciler) removeIfUnreachable(ctx context.Context, m *v1alpha1.E
 		return ctrl.Result{}, nil
 	}
 	view := r.askPeers(ctx, target, members, probes)
-	if reason, msg := view.holdBack(target, r.RemoveUnreachableAfter, r.leaderNode(members)); reason != "" {
+	reason, msg := view.holdBack(target, r.RemoveUnreachableAfter, r.leaderNode(members))
+	if reason == holdSampling {
+		log.V(1).Info("Measuring whether etcd's leader still hears an unreachable member", "etcdLeader", names([]etcd.Member{*view.leader}), "window", silenceWindow)
+		return ctrl.Result{RequeueAfter: silenceWindow}, nil
+	}
+	if reason != "" {
 		// Re-checked every --recheck-interval rather than at the next change of health: a member
 		// that dies for real while cut off from the leader changes nothing the leader probes.
 		r.announceHold(ctx, m, target.ID, since, reason, msg, view)
@@ -66,36 +71,48 @@ func (r *LeaveReconciler) removeIfUnreachable(ctx context.Context, m *v1alpha1.E
 	if err := r.requestLeave(ctx, m, why); err != nil {
 		return ctrl.Result{}, err
 	}
+	etcdLeader := names([]etcd.Member{*view.leader})[0]
 	log.Info("Asked an unreachable member to leave", "unhealthySince", since, "unreachableFor", down.Round(time.Second),
-		"notHeardBy", names(view.read), "unreadable", errorStrings(view.errs))
+		"notHeardBy", etcdLeader, "unreadable", errorStrings(view.errs))
 	metrics.UnreachableLeaves.Inc()
 	r.Events.Warning(ctx, m, v1alpha1.ReasonUnreachableMember, "Leave",
-		fmt.Sprintf("Member %s has been %s, and etcd no longer hears from it either (no active raft connection to it from %s). Asking it to leave. The quorum guard still applies; set spec.leave to false to cancel.",
-			m.Status.MemberID, why, strings.Join(names(view.read), ", ")))
+		fmt.Sprintf("Member %s has been %s, and etcd no longer hears from it either (etcd's leader %s received nothing from it for %s). Asking it to leave. The quorum guard still applies; set spec.leave to false to cancel.",
+			m.Status.MemberID, why, etcdLeader, silenceWindow))
 	return ctrl.Result{}, nil
 }
 
+// silenceWindow is how long etcd's leader must have received nothing from a voter before the
+// policy takes it for dead. A follower answers each of the leader's heartbeats, ten a second at
+// etcd's default --heartbeat-interval of 100 ms, so two seconds of silence are twenty answers
+// missed; a cluster tuned to heartbeats slower than about half a second would need a longer one.
+const silenceWindow = 2 * time.Second
+
 // peerView is what the other voters' etcd says about a member the leader cannot reach.
 type peerView struct {
-	// heardBy are the voters whose etcd has an active raft connection to the member.
+	// heardBy are the voters that received raft messages from the member since their last read.
 	heardBy []etcd.Member
-	// read are the voters whose metrics were read, heardBy among them.
-	read []etcd.Member
+	// leader is the etcd leader among the voters read, nil when none of them leads; silent says
+	// it received nothing from the member for at least silenceWindow.
+	leader *etcd.Member
+	silent bool
+	// sampling: the leader was read, but too recently or too briefly to tell a silence yet.
+	sampling bool
 	// errs says why the metrics of the others could not be read, one error each.
 	errs []error
 }
 
-// askPeers reads etcd_network_active_peers for target from every other voter that served the
-// leader's latest probe (a linearizable read: it has a leader and is part of the quorum), in
-// parallel, within one probe timeout. A voter that answers but serves nothing may be cut off from
-// every peer itself: that it has no connection to target says nothing about target.
+// askPeers reads etcd_network_peer_received_bytes_total for target from every other voter that
+// served the leader's latest probe (a linearizable read: it has a leader and is part of the
+// quorum), in parallel, within one probe timeout, and compares each with the sample the timers
+// keep. A voter that answers but serves nothing may be cut off from every peer itself: that it
+// received nothing from target says nothing about target.
 //
 // Why: the leader's probe fails when the path from the leader's node to target's client URLs
 // breaks (a firewall rule, a route, a proxy), while target runs and its raft peers hear it.
 // Removing it then takes a live voter out of a healthy cluster on the word of one network path.
-// etcd keeps its own account of which peers it is connected to, the same one its strict
-// reconfiguration check counts; while any voter still has an active connection to target, target
-// is not dead for etcd.
+// etcd's leader hears every voter all the time, so a voter it has received nothing from for a
+// while is dead for raft, whatever its connections say: a frozen process (SIGSTOP, a hung
+// machine that still answers TCP) keeps etcd_network_active_peers at 1 while it sends nothing.
 func (r *LeaveReconciler) askPeers(ctx context.Context, target etcd.Member, members []etcd.Member, probes Probes) peerView {
 	var observers []etcd.Member
 	for _, mem := range members {
@@ -103,14 +120,14 @@ func (r *LeaveReconciler) askPeers(ctx context.Context, target etcd.Member, memb
 			observers = append(observers, mem)
 		}
 	}
-	heard := make([]bool, len(observers))
+	traffic := make([]etcd.Traffic, len(observers))
 	errs := make([]error, len(observers))
 	ctx, cancel := context.WithTimeout(ctx, r.ProbeTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
 	for i, o := range observers {
 		wg.Go(func() {
-			heard[i], errs[i] = r.Peers.ActivePeer(ctx, o, target.ID)
+			traffic[i], errs[i] = r.Peers.PeerTraffic(ctx, o, target.ID)
 			if errs[i] != nil {
 				errs[i] = fmt.Errorf("%s (%s): %w", o.Name, etcd.IDString(o.ID), errs[i])
 			}
@@ -118,26 +135,32 @@ func (r *LeaveReconciler) askPeers(ctx context.Context, target etcd.Member, memb
 	}
 	wg.Wait()
 	var view peerView
+	now := r.now()
 	for i, o := range observers {
-		switch {
-		case errs[i] != nil:
+		if errs[i] != nil {
 			view.errs = append(view.errs, errs[i])
-		case heard[i]:
+			continue
+		}
+		leader := probes.Members[o.ID].Status.Leader
+		heard, silent := r.timers.heard(target.ID, o.ID, traffic[i].Received, leader, now, silenceWindow)
+		if heard {
 			view.heardBy = append(view.heardBy, o)
-			view.read = append(view.read, o)
-		default:
-			view.read = append(view.read, o)
+		}
+		if leader == o.ID {
+			view.leader = &observers[i]
+			view.silent, view.sampling = silent, !heard && !silent
 		}
 	}
 	return view
 }
 
 // holdBack says why the view does not confirm target down, as an Event reason and message, or ""
-// when it does: at least one other voter's metrics were read, and none has an active connection
-// to target. A voter whose metrics could not be read does not hold the removal back when another
-// was read: it may be down itself, and one voter that still hears target is enough to keep it.
-// When none could be read, nothing confirms target down, and the policy, being opt-in and
-// conservative, does not ask: an operator can still ask by hand.
+// when it does: etcd's leader, another voter, was read and received nothing from target for
+// silenceWindow, and no other voter received anything from it either. Only the leader's word
+// confirms: a follower hears only the leader, so its silence about another follower says nothing.
+// When the leader could not be read, nothing confirms target down, and the policy, being opt-in
+// and conservative, does not ask: an operator can still ask by hand. A hold while the leader's
+// silence is still being measured has no reason: it is re-checked after silenceWindow.
 func (v peerView) holdBack(target etcd.Member, after time.Duration, leaderNode string) (string, string) {
 	id := etcd.IDString(target.ID)
 	switch {
@@ -147,20 +170,25 @@ func (v peerView) holdBack(target etcd.Member, after time.Duration, leaderNode s
 			who = "etcd members " + strings.Join(names(v.heardBy), ", ") + " still hear"
 		}
 		return v1alpha1.ReasonUnreachableFromLeader, fmt.Sprintf(
-			"Member %s (%s) has been unreachable from the leading agent%s for longer than --remove-unreachable-after %s, but %s from it (an active raft connection in etcd_network_active_peers), so it is not asked to leave. Check the network path from the leading agent's node to the member's client URLs %s. Until the leader reaches it again the quorum guard counts it unhealthy.",
+			"Member %s (%s) has been unreachable from the leading agent%s for longer than --remove-unreachable-after %s, but %s from it (raft messages received, etcd_network_peer_received_bytes_total), so it is not asked to leave. Check the network path from the leading agent's node to the member's client URLs %s. Until the leader reaches it again the quorum guard counts it unhealthy.",
 			id, target.Name, leaderNode, after, who, strings.Join(target.ClientURLs, ","))
-	case len(v.read) == 0:
+	case v.leader == nil:
 		// Last in the message: the Event's note is cut at 1024 bytes, and the log has them all.
-		why := "none was made: no other voter answered the leading agent's latest probe"
+		why := "none was made: no other voter led etcd at the leading agent's latest probe"
 		if len(v.errs) > 0 {
 			why = strings.Join(errorStrings(v.errs), "; ")
 		}
 		return v1alpha1.ReasonUnreachableUnconfirmed, fmt.Sprintf(
-			"Member %s (%s) has been unreachable from the leading agent%s for longer than --remove-unreachable-after %s, but no other voter's etcd metrics could be read to confirm that etcd no longer hears from it, so it is not asked to leave. Let the agents read /metrics on the members' client URLs with their etcd credentials, or ask the member to leave by hand once you know it is down. The reads said: %s",
+			"Member %s (%s) has been unreachable from the leading agent%s for longer than --remove-unreachable-after %s, but etcd's leader's metrics could not be read to confirm that it no longer hears from the member, so it is not asked to leave. Let the agents read /metrics on the members' client URLs with their etcd credentials, or ask the member to leave by hand once you know it is down. The reads said: %s",
 			id, target.Name, leaderNode, after, why)
+	case v.sampling:
+		return holdSampling, ""
 	}
 	return "", ""
 }
+
+// holdSampling is holdBack's reason while the leader's silence is being measured: not an Event.
+const holdSampling = "sampling"
 
 // announceHold logs a hold-back and writes its Event once per reason, outage (named by its
 // start) and leadership term; the re-checks after it log at V(1) only.

@@ -42,7 +42,7 @@ type Pool struct {
 
 	mu    sync.Mutex
 	conns map[uint64]*pooled
-	// http reads the members' /metrics (ActivePeer); nil until the first read.
+	// http reads the members' /metrics (PeerTraffic); nil until the first read.
 	http *http.Client
 }
 

@@ -93,7 +93,7 @@ var (
 	// EtcdErrors counts failed etcd calls by method.
 	EtcdErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcdmember_etcd_errors_total",
-		Help: "Failed etcd calls by method (Status, MemberList, MemberRemove, MemberUpdate, MemberAddAsLearner, MemberPromote, MoveLeader, AlarmList, Probe, ActivePeer, IntentPut, IntentGet, IntentDelete, LeaseGrant).",
+		Help: "Failed etcd calls by method (Status, MemberList, MemberRemove, MemberUpdate, MemberAddAsLearner, MemberPromote, MoveLeader, AlarmList, Probe, PeerTraffic, IntentPut, IntentGet, IntentDelete, LeaseGrant).",
 	}, []string{"method"})
 )
 

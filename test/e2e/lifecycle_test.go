@@ -13,6 +13,7 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
@@ -277,19 +278,9 @@ func TestUnreachableVoterRemoved(t *testing.T) {
 	victims := e.notLeading(2)
 
 	dead := victims[0]
-	id := dead.ID()
 	e.agents[dead.Name].Kill(t)
 	dead.Kill(t)
-	m := e.waitFor(dead.Name, "removed by the policy", func(m *v1alpha1.EtcdMember) bool {
-		return hasCondition(m, v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved)
-	})
-	if !m.Spec.Leave || !strings.Contains(m.Annotations[v1alpha1.AnnotationLeaveReason], "--remove-unreachable-after") {
-		t.Errorf("removed member: leave=%v annotations=%v, want spec.leave and the reason annotation", m.Spec.Leave, m.Annotations)
-	}
-	if e.etcdMemberIDs()[id] {
-		t.Fatalf("object says removed, etcd still lists %x", id)
-	}
-	e.waitEvent(dead.Name, "Warning", v1alpha1.ReasonUnreachableMember)
+	e.waitRemovedByPolicy(dead)
 
 	// Three voters are left, the --min-voters floor: the next dead one stays, visibly unhealthy.
 	next := victims[1]
@@ -304,6 +295,44 @@ func TestUnreachableVoterRemoved(t *testing.T) {
 	if !e.etcdMemberIDs()[next.ID()] {
 		t.Fatalf("member %s was removed below --min-voters", next.Name)
 	}
+}
+
+// TestFrozenVoterRemoved: a voter frozen with SIGSTOP, its agent too (a hung machine that still
+// answers TCP), keeps its raft connections open, so etcd still counts it an active peer; but
+// etcd's leader receives nothing from it, and the policy asks it to leave and removes it. Judged
+// by etcd_network_active_peers alone, it was kept for as long as it stayed frozen. The apiserver
+// stores in an etcd of its own: its etcd client keeps sending to a frozen member whose connection
+// looks open, and its requests would time out for reasons that are not the agents'.
+func TestFrozenVoterRemoved(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{size: 4, separateStorage: true, agentArgs: []string{
+		fmt.Sprintf("--remove-unreachable-after=%s", removeAfter), "--min-voters=3",
+	}})
+	frozen := e.notLeading(1)[0]
+	e.agents[frozen.Name].Pause(t)
+	frozen.Pause(t)
+	ev := e.waitRemovedByPolicy(frozen)
+	if !strings.Contains(ev.Note, "received nothing from it") {
+		t.Errorf("%s Event %q does not say etcd's leader received nothing from the member", v1alpha1.ReasonUnreachableMember, ev.Note)
+	}
+}
+
+// waitRemovedByPolicy waits until the dead-member policy has asked member to leave and removed
+// it: the object says so with the request and its reason, etcd no longer lists it, and the Warning
+// that explains the request, which it returns, was written.
+func (e *env) waitRemovedByPolicy(member *framework.Member) eventsv1.Event {
+	e.t.Helper()
+	id := member.ID()
+	m := e.waitFor(member.Name, "removed by the policy", func(m *v1alpha1.EtcdMember) bool {
+		return hasCondition(m, v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved)
+	})
+	if !m.Spec.Leave || !strings.Contains(m.Annotations[v1alpha1.AnnotationLeaveReason], "--remove-unreachable-after") {
+		e.t.Errorf("removed member: leave=%v annotations=%v, want spec.leave and the reason annotation", m.Spec.Leave, m.Annotations)
+	}
+	if e.etcdMemberIDs()[id] {
+		e.t.Fatalf("object says removed, etcd still lists %x", id)
+	}
+	return e.waitEvent(member.Name, "Warning", v1alpha1.ReasonUnreachableMember)
 }
 
 // TestUnreachableNotRemovedWithoutQuorum: with two of three voters dead the policy removes

@@ -267,9 +267,8 @@ const unreachableAfter = 4 * time.Second
 // TestLeaderCutFromOneClientURL: nobody reaches one member's client URL any more (the agents'
 // probes among them), while the member is healthy for its raft peers and its own agent. The guard
 // counts it unhealthy, as it cannot verify it: a removal that would then leave one healthy voter
-// of two is refused with the numbers. But the dead-member policy does not remove it: the other
-// voters' etcd still has an active raft connection to it, so it is alive, and only the path to it
-// is broken.
+// of two is refused with the numbers. But the dead-member policy does not remove it: etcd's
+// leader still receives raft messages from it, so it is alive, and only the path to it is broken.
 func TestLeaderCutFromOneClientURL(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, envConfig{size: 3, faultProxies: true, agentArgs: []string{

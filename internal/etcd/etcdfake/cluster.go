@@ -34,7 +34,7 @@ const (
 	OpMemberUpdate  Op = "MemberUpdate"
 	OpAlarms        Op = "Alarms"
 	OpMoveLeader    Op = "MoveLeader"
-	OpActivePeer    Op = "ActivePeer"
+	OpPeerTraffic   Op = "PeerTraffic"
 	OpIntentPut     Op = "IntentPut"
 	OpIntentGet     Op = "IntentGet"
 	OpIntentDelete  Op = "IntentDelete"
@@ -54,6 +54,10 @@ type Member struct {
 	// Down: the process is stopped or cut off from everyone; it answers nothing, its peers do
 	// not hear it, and it counts as inactive for etcd's strict reconfiguration checks.
 	Down bool
+	// Frozen: the process is stopped (SIGSTOP, a hung machine that still answers TCP). Like Down
+	// it answers nothing and sends nothing, but its connections stay open, so its peers' metrics
+	// still count it active.
+	Frozen bool
 	// CutFromAgent: only the leading agent's path to the member's client URLs is broken (a
 	// firewall rule, a route on the leader's node). Probes and metric reads from the agent get no
 	// answer, while for etcd the member runs: its peers hear it and it counts as active.
@@ -92,6 +96,9 @@ type Cluster struct {
 	changes []Change
 	calls   map[Op]int
 	hooks   map[hookKey]func()
+	// received counts, by observer and then peer, the raft messages observer received from peer:
+	// one per read of observer's metrics while peer is heard.
+	received map[uint64]map[uint64]float64
 }
 
 // When says whether a hook runs before a call is applied or after.
@@ -119,6 +126,7 @@ func New(members ...Member) *Cluster {
 	c := &Cluster{
 		members: map[uint64]*Member{}, intents: map[uint64]string{}, alarms: map[uint64][]string{},
 		faults: map[Op][]fault{}, calls: map[Op]int{}, hooks: map[hookKey]func(){},
+		received: map[uint64]map[uint64]float64{},
 	}
 	for i := range members {
 		m := members[i]
@@ -157,7 +165,7 @@ func (c *Cluster) Set(id uint64, f func(*Member)) {
 	defer c.mu.Unlock()
 	if m, ok := c.members[id]; ok {
 		f(m)
-		if m.Down && c.leader == id {
+		if (m.Down || m.Frozen) && c.leader == id {
 			c.electLocked()
 		}
 	}
@@ -303,7 +311,7 @@ func (c *Cluster) voterIDsLocked() []uint64 {
 
 func (c *Cluster) activeLocked(id uint64) bool {
 	m, ok := c.members[id]
-	return ok && !m.Down && !m.NoLeader
+	return ok && !m.Down && !m.Frozen && !m.NoLeader
 }
 
 // quorumLocked: a quorum of the voters runs and hears the leader.
@@ -402,7 +410,7 @@ func (c *Cluster) MemberPromote(ctx context.Context, id uint64) error {
 		return rpctypes.ErrMemberNotFound
 	case !m.IsLearner:
 		return rpctypes.ErrMemberNotLearner
-	case m.Down || !m.Ready:
+	case m.Down || m.Frozen || !m.Ready:
 		return etcd.ErrLearnerNotReady
 	}
 	m.IsLearner = false
@@ -462,7 +470,7 @@ func (c *Cluster) Probe(ctx context.Context, m etcd.Member, _ time.Duration) etc
 	case !ok || mm.Down:
 		h.Err = fmt.Errorf("status of %v: connection refused", m.ClientURLs)
 		return h
-	case mm.CutFromAgent:
+	case mm.CutFromAgent || mm.Frozen:
 		h.Err = fmt.Errorf("status of %v: %w", m.ClientURLs, context.DeadlineExceeded)
 		return h
 	case mm.AnsweredBy != 0:
@@ -507,34 +515,42 @@ func (c *Cluster) MoveLeader(ctx context.Context, m etcd.Member, transferee uint
 	return c.end(ctx, OpMoveLeader, after)
 }
 
-// ActivePeer answers as observer's /metrics would: whether it has an active raft connection to
-// peer. Two members hear each other while both are active for etcd (the same connections etcd's
-// strict reconfiguration check counts), whatever the leading agent reaches. It fails when the
-// agent cannot reach observer, when another member answers on observer's client URLs, or when
-// observer's metrics are unreadable.
-func (c *Cluster) ActivePeer(ctx context.Context, observer etcd.Member, peer uint64) (bool, error) {
+// PeerTraffic answers as observer's /metrics would about its raft link from peer. Two members
+// are connected while both are active for etcd, or one is frozen with its connections open; raft
+// messages flow only between the leader and the others, whatever the leading agent reaches. It
+// fails when the agent cannot reach observer, when another member answers on observer's client
+// URLs, or when observer's metrics are unreadable.
+func (c *Cluster) PeerTraffic(ctx context.Context, observer etcd.Member, peer uint64) (etcd.Traffic, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	after, err := c.begin(ctx, OpActivePeer, false)
+	after, err := c.begin(ctx, OpPeerTraffic, false)
 	if err != nil {
-		return false, err
+		return etcd.Traffic{}, err
 	}
 	o, ok := c.members[observer.ID]
 	switch {
 	case !ok || o.Down:
-		return false, fmt.Errorf("metrics of %v: connection refused", observer.ClientURLs)
-	case o.CutFromAgent:
-		return false, fmt.Errorf("metrics of %v: %w", observer.ClientURLs, context.DeadlineExceeded)
+		return etcd.Traffic{}, fmt.Errorf("metrics of %v: connection refused", observer.ClientURLs)
+	case o.CutFromAgent || o.Frozen:
+		return etcd.Traffic{}, fmt.Errorf("metrics of %v: %w", observer.ClientURLs, context.DeadlineExceeded)
 	case o.AnsweredBy != 0:
-		return false, fmt.Errorf("metrics of %v: %w: %s", observer.ClientURLs, etcd.ErrMetricsOfAnother, etcd.IDString(o.AnsweredBy))
+		return etcd.Traffic{}, fmt.Errorf("metrics of %v: %w: %s", observer.ClientURLs, etcd.ErrMetricsOfAnother, etcd.IDString(o.AnsweredBy))
 	case o.MetricsUnreadable:
-		return false, fmt.Errorf("metrics of %v: HTTP 403", observer.ClientURLs)
+		return etcd.Traffic{}, fmt.Errorf("metrics of %v: HTTP 403", observer.ClientURLs)
 	}
-	heard := c.activeLocked(observer.ID) && c.activeLocked(peer)
-	if err := c.end(ctx, OpActivePeer, after); err != nil {
-		return false, err
+	p, known := c.members[peer]
+	active := c.activeLocked(observer.ID) && (c.activeLocked(peer) || known && p.Frozen)
+	if c.received[observer.ID] == nil {
+		c.received[observer.ID] = map[uint64]float64{}
 	}
-	return heard, nil
+	if c.activeLocked(observer.ID) && c.activeLocked(peer) && (observer.ID == c.leader || peer == c.leader) {
+		c.received[observer.ID][peer]++
+	}
+	t := etcd.Traffic{Active: active, Received: c.received[observer.ID][peer]}
+	if err := c.end(ctx, OpPeerTraffic, after); err != nil {
+		return etcd.Traffic{}, err
+	}
+	return t, nil
 }
 
 // Retain is a no-op: the model keeps no connections.
