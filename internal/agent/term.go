@@ -107,8 +107,16 @@ func (l *leadership) Start(ctx context.Context) error {
 		}
 		// A term that stepped down or withdrew returns nil and goes straight to holdOff, which
 		// decides how long to stay out.
-		if err != nil {
+		switch {
+		case err != nil && err.Error() == errLeaseLost:
+			// How a term ends when the Lease could not be renewed in time (the apiserver slow or
+			// unreachable from here): expected in an outage, and not this agent's fault, so no
+			// error with a stack trace. Another agent leads meanwhile, or this one again later.
+			log.Info("Leadership term ended: the leader Lease was not renewed in time; standing by", "renewDeadline", l.opts.RenewDeadline)
+		case err != nil:
 			log.Error(err, "Leadership term ended")
+		}
+		if err != nil {
 			select {
 			case <-ctx.Done():
 			case <-time.After(l.opts.RetryPeriod):
@@ -117,6 +125,10 @@ func (l *leadership) Start(ctx context.Context) error {
 	}
 	return nil
 }
+
+// errLeaseLost is the error controller-runtime's manager returns when its leader election stops
+// leading without being asked to; it exports no value to compare with.
+const errLeaseLost = "leader election lost"
 
 func (l *leadership) runTerm(ctx context.Context) error {
 	opts := ctrl.Options{

@@ -68,6 +68,8 @@ func TestFrozenLeaderChangesNothing(t *testing.T) {
 	}
 	// The fence, not luck, stopped it: the old leader reached the change and gave it up.
 	waitLog(t, leader.LogFile(), "Membership change given up", settle)
+	// Its term ended on the lost Lease, which it says as such, not as an error with a stack trace.
+	waitLog(t, leader.LogFile(), "Leadership term ended: the leader Lease was not renewed in time", settle)
 }
 
 // waitLog waits until the log file has the text.
