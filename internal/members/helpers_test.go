@@ -68,7 +68,11 @@ func newScheme(t *testing.T) *runtime.Scheme {
 
 func newClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) client.WithWatch {
 	t.Helper()
-	return fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(objs...).WithInterceptorFuncs(funcs).Build()
+	// The fake client answers a field selector only from an index; the leave wait lists and
+	// watches its one object by metadata.name, as it does on a real API server.
+	return fake.NewClientBuilder().WithScheme(newScheme(t)).WithObjects(objs...).WithInterceptorFuncs(funcs).
+		WithIndex(&v1alpha1.EtcdMember{}, "metadata.name", func(o client.Object) []string { return []string{o.GetName()} }).
+		Build()
 }
 
 // noPatch fails every patch: for requests that must change nothing.

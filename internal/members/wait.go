@@ -5,12 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
@@ -65,28 +71,114 @@ type waiter struct {
 	name    string
 	since   int64
 	timeout time.Duration
-	// pause spaces out re-reads after a watch ends, so a failing API server is not hammered.
-	pause   time.Duration
 	last    string
+
+	// The informer lists and watches from goroutines of its own, which may outlive the wait.
+	mu      sync.Mutex
 	lastErr error
+	// denied is a Forbidden list or watch, explained: no retry gets past RBAC.
+	denied error
 }
 
 // wait returns nil once the member left, and an error on refusal, cancellation or timeout.
 func (w *waiter) wait(ctx context.Context, m *v1alpha1.EtcdMember) error {
-	for {
-		if done, err := w.observe(m); done {
-			return err
-		}
-		if done, err := w.watch(ctx, m.ResourceVersion); done {
-			return err
-		}
-		// The watch ended: API servers close watches now and then, and an old resource version
-		// is refused. Read the object afresh and watch from there.
-		var err error
-		if m, err = w.refetch(ctx); err != nil {
-			return err
-		}
+	if done, err := w.observe(m); done {
+		return err
 	}
+	// The informer re-lists after a watch that ends or fails, an old resource version included,
+	// and backs off while the API server keeps failing. Its log would interleave klog lines with
+	// the progress lines; the errors it meets are kept for the timeout to name instead.
+	informerCtx, stop := context.WithCancel(logr.NewContext(ctx, logr.Discard()))
+	defer stop()
+	_, err := watchtools.UntilWithSync(informerCtx, w.listWatch(stop), &v1alpha1.EtcdMember{}, w.synced, w.changed)
+	if !wait.Interrupted(err) {
+		// nil, or the verdict of synced or changed.
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.denied != nil {
+		return w.denied
+	}
+	return w.interrupted(ctx)
+}
+
+// plainListWatch keeps the informer to a list, then a watch from its resource version. Streaming
+// the list over the watch (WatchList) saves nothing for one object, and waits for a closing
+// bookmark that the fake watches of the tests never send.
+type plainListWatch struct{ *cache.ListWatch }
+
+func (plainListWatch) IsWatchListSemanticsUnSupported() bool { return true }
+
+// listWatch lists and watches the one object by name. stop ends the wait early.
+func (w *waiter) listWatch(stop context.CancelFunc) cache.ListerWatcher {
+	byName := fields.OneTermEqualSelector("metadata.name", w.name)
+	options := func(raw metav1.ListOptions) *client.ListOptions {
+		// controller-runtime sends its own selector and paging fields in place of Raw's.
+		return &client.ListOptions{FieldSelector: byName, Limit: raw.Limit, Continue: raw.Continue, Raw: &raw}
+	}
+	return plainListWatch{&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, raw metav1.ListOptions) (runtime.Object, error) {
+			list, err := List(ctx, w.c, apiCallTimeout, options(raw))
+			if err != nil {
+				w.note(ctx, "list", err, stop)
+				return nil, err
+			}
+			return list, nil
+		},
+		WatchFuncWithContext: func(ctx context.Context, raw metav1.ListOptions) (watch.Interface, error) {
+			wi, err := w.c.Watch(ctx, &v1alpha1.EtcdMemberList{}, options(raw))
+			if err != nil {
+				w.note(ctx, "watch", err, stop)
+			}
+			return wi, err
+		},
+	}}
+}
+
+// note keeps an error of the informer's request for the timeout to name, and ends the wait at a
+// Forbidden one, which retrying cannot get past. A request cut short because the informer is
+// stopping (ctx done) says nothing about the API server.
+func (w *waiter) note(ctx context.Context, verb string, err error, stop context.CancelFunc) {
+	if ctx.Err() != nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lastErr = err
+	if apierrors.IsForbidden(err) {
+		w.denied = Explain(err, verb, w.name, leaveNeeds)
+		stop()
+	}
+}
+
+// synced checks the object is in the cache once it has synced: if it was deleted before the
+// first list, no event would ever tell. Its states are judged from the events, the listed one
+// first, since by now the cache may be past some of them.
+func (w *waiter) synced(store cache.Store) (bool, error) {
+	_, exists, err := store.GetByKey(w.name)
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("reading %s from the informer's cache: %w", w.name, err)
+	case !exists:
+		return true, w.deleted()
+	}
+	return false, nil
+}
+
+// changed judges the object at each event. A deletion ends the wait unless its last state did.
+func (w *waiter) changed(ev watch.Event) (bool, error) {
+	m, ok := ev.Object.(*v1alpha1.EtcdMember)
+	if !ok {
+		return false, nil
+	}
+	if done, err := w.observe(m); done {
+		return true, err
+	}
+	if ev.Type == watch.Deleted {
+		return true, w.deleted()
+	}
+	return false, nil
 }
 
 func (w *waiter) observe(m *v1alpha1.EtcdMember) (bool, error) {
@@ -107,74 +199,6 @@ func (w *waiter) observe(m *v1alpha1.EtcdMember) (bool, error) {
 		return true, fmt.Errorf("leave of %s was cancelled: spec.leave was set back to false", w.name)
 	}
 	return false, nil
-}
-
-// watch follows the object from resourceVersion until it settles (done) or the watch ends.
-func (w *waiter) watch(ctx context.Context, resourceVersion string) (bool, error) {
-	wi, err := w.c.Watch(ctx, &v1alpha1.EtcdMemberList{}, &client.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", w.name),
-		Raw:           &metav1.ListOptions{ResourceVersion: resourceVersion},
-	})
-	if err != nil {
-		if apierrors.IsForbidden(err) {
-			return true, Explain(err, "watch", w.name, leaveNeeds)
-		}
-		w.lastErr = err
-		return false, nil
-	}
-	defer wi.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return true, w.interrupted(ctx)
-		case ev, open := <-wi.ResultChan():
-			if !open {
-				return false, nil
-			}
-			if done, err := w.event(ev); done || err != nil {
-				return true, err
-			}
-			if ev.Type == watch.Error {
-				w.lastErr = apierrors.FromObject(ev.Object)
-				return false, nil
-			}
-		}
-	}
-}
-
-func (w *waiter) event(ev watch.Event) (bool, error) {
-	m, ok := ev.Object.(*v1alpha1.EtcdMember)
-	if !ok || m.Name != w.name {
-		return false, nil
-	}
-	if done, err := w.observe(m); done {
-		return true, err
-	}
-	if ev.Type == watch.Deleted {
-		return true, w.deleted()
-	}
-	return false, nil
-}
-
-// refetch re-reads the object after a pause, retrying errors that may pass until the deadline.
-func (w *waiter) refetch(ctx context.Context) (*v1alpha1.EtcdMember, error) {
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, w.interrupted(ctx)
-		case <-time.After(w.pause):
-		}
-		m, err := Get(ctx, w.c, w.name)
-		switch {
-		case err == nil:
-			return m, nil
-		case apierrors.IsNotFound(err):
-			return nil, w.deleted()
-		case apierrors.IsForbidden(err):
-			return nil, Explain(err, "get", w.name, leaveNeeds)
-		}
-		w.lastErr = err
-	}
 }
 
 func (w *waiter) deleted() error {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -281,11 +282,56 @@ func TestWaitForbiddenToWatch(t *testing.T) {
 	}
 }
 
-// TestWaitRereadsAfterWatchEnds: a watch the API server closes is not the end; the object is read
-// again and its state judged.
-func TestWaitRereadsAfterWatchEnds(t *testing.T) {
+// TestWaitForbiddenToList: a Forbidden list stops the wait at once too, naming the verb.
+func TestWaitForbiddenToList(t *testing.T) {
 	start := object("node-2", "b", false, joined)
 	c := newClient(t, interceptor.Funcs{
+		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+			return forbidden("list", "")
+		},
+	}, &start)
+
+	_, _, err := leaveAndWait(t, c, 5*time.Second)
+	want := `forbidden to list etcdmembers.etcdmember.io "node-2"; this command needs get, list, patch and, to wait, watch on etcdmembers.etcdmember.io`
+	if !strings.HasPrefix(errString(err), want) || !apierrors.IsForbidden(err) {
+		t.Errorf("error %v, want it to start with %q and wrap the Forbidden error", err, want)
+	}
+}
+
+// TestWaitReportsDeletionBeforeFirstList: an object gone by the time the wait lists it yields no
+// event at all; the wait must not sit out its timeout.
+func TestWaitReportsDeletionBeforeFirstList(t *testing.T) {
+	start := object("node-2", "b", false, joined)
+	c := newClient(t, interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.Delete(ctx, &v1alpha1.EtcdMember{ObjectMeta: metav1.ObjectMeta{Name: "node-2"}}); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+			return c.List(ctx, list, opts...)
+		},
+	}, &start)
+
+	_, _, err := leaveAndWait(t, c, 5*time.Second)
+	if want := `EtcdMember "node-2" was deleted before its leave completed; last state: node-2: leave requested, waiting for the controller`; errString(err) != want {
+		t.Errorf("error %v, want %q", err, want)
+	}
+}
+
+// counting counts the lists a fake client serves.
+func counting(lists *atomic.Int32) func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+	return func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		lists.Add(1)
+		return c.List(ctx, list, opts...)
+	}
+}
+
+// TestWaitRereadsAfterWatchEnds: a watch the API server closes is not the end; the object is
+// listed again and its state judged.
+func TestWaitRereadsAfterWatchEnds(t *testing.T) {
+	start := object("node-2", "b", false, joined)
+	var lists atomic.Int32
+	c := newClient(t, interceptor.Funcs{
+		List: counting(&lists),
 		Watch: func(ctx context.Context, c client.WithWatch, _ client.ObjectList, _ ...client.ListOption) (watch.Interface, error) {
 			m, err := Get(ctx, c, "node-2")
 			if err != nil {
@@ -308,17 +354,21 @@ func TestWaitRereadsAfterWatchEnds(t *testing.T) {
 	if summary != "node-2: member b left etcd" {
 		t.Errorf("summary %q", summary)
 	}
+	// No watch delivers the outcome: only a second list can have seen it.
+	if n := lists.Load(); n < 2 {
+		t.Errorf("%d lists, want the object listed again after the watch ended", n)
+	}
 }
 
-// TestWaitRereadsAfterWatchError: an error event ends the watch too; the next read sees the outcome.
+// TestWaitRereadsAfterWatchError: an error event ends the watch too; the next list sees the outcome.
 func TestWaitRereadsAfterWatchError(t *testing.T) {
 	start := object("node-2", "b", false, joined)
-	watches := 0
+	var lists, watches atomic.Int32
 	c := newClient(t, interceptor.Funcs{
+		List: counting(&lists),
 		Watch: func(ctx context.Context, c client.WithWatch, _ client.ObjectList, _ ...client.ListOption) (watch.Interface, error) {
-			watches++
 			w := watch.NewFakeWithChanSize(1, false)
-			if watches > 1 {
+			if watches.Add(1) > 1 {
 				return w, nil
 			}
 			m, err := Get(ctx, c, "node-2")
@@ -339,7 +389,8 @@ func TestWaitRereadsAfterWatchError(t *testing.T) {
 	if err != nil || summary != "node-2: member b left etcd" {
 		t.Errorf("wait: %v, %q\n%s", err, summary, progress)
 	}
-	if watches != 1 {
-		t.Errorf("%d watches, want 1", watches)
+	// Later watches deliver nothing: only a second list can have seen the outcome.
+	if n := lists.Load(); n < 2 {
+		t.Errorf("%d lists, want the object listed again after the error event", n)
 	}
 }
