@@ -267,34 +267,30 @@ func TestWaitReportsDeletion(t *testing.T) {
 	}
 }
 
-func TestWaitForbiddenToWatch(t *testing.T) {
-	start := object("node-2", "b", false, joined)
-	c := newClient(t, interceptor.Funcs{
-		Watch: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
-			return nil, forbidden("watch", "")
-		},
-	}, &start)
+// TestWaitForbidden: a list or watch RBAC forbids stops the wait at once, naming the verb, rather
+// than being retried until the timeout.
+func TestWaitForbidden(t *testing.T) {
+	for _, verb := range []string{"list", "watch"} {
+		t.Run(verb, func(t *testing.T) {
+			start := object("node-2", "b", false, joined)
+			funcs := interceptor.Funcs{}
+			if verb == "list" {
+				funcs.List = func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+					return forbidden(verb, "")
+				}
+			} else {
+				funcs.Watch = func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
+					return nil, forbidden(verb, "")
+				}
+			}
+			c := newClient(t, funcs, &start)
 
-	_, _, err := leaveAndWait(t, c, 5*time.Second)
-	want := `forbidden to watch etcdmembers.etcdmember.io "node-2"; this command needs get, list, patch and, to wait, watch on etcdmembers.etcdmember.io`
-	if !strings.HasPrefix(errString(err), want) || !apierrors.IsForbidden(err) {
-		t.Errorf("error %v, want it to start with %q and wrap the Forbidden error", err, want)
-	}
-}
-
-// TestWaitForbiddenToList: a Forbidden list stops the wait at once too, naming the verb.
-func TestWaitForbiddenToList(t *testing.T) {
-	start := object("node-2", "b", false, joined)
-	c := newClient(t, interceptor.Funcs{
-		List: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
-			return forbidden("list", "")
-		},
-	}, &start)
-
-	_, _, err := leaveAndWait(t, c, 5*time.Second)
-	want := `forbidden to list etcdmembers.etcdmember.io "node-2"; this command needs get, list, patch and, to wait, watch on etcdmembers.etcdmember.io`
-	if !strings.HasPrefix(errString(err), want) || !apierrors.IsForbidden(err) {
-		t.Errorf("error %v, want it to start with %q and wrap the Forbidden error", err, want)
+			_, _, err := leaveAndWait(t, c, 5*time.Second)
+			want := `forbidden to ` + verb + ` etcdmembers.etcdmember.io "node-2"; this command needs get, list, patch and, to wait, watch on etcdmembers.etcdmember.io`
+			if !strings.HasPrefix(errString(err), want) || !apierrors.IsForbidden(err) {
+				t.Errorf("error %v, want it to start with %q and wrap the Forbidden error", err, want)
+			}
+		})
 	}
 }
 
