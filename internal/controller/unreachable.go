@@ -91,11 +91,10 @@ const silenceWindow = 2 * time.Second
 type peerView struct {
 	// heardBy are the voters that received raft messages from the member since their last read.
 	heardBy []etcd.Member
-	// leader is the etcd leader among the voters read, nil when none of them leads; silent says
-	// it received nothing from the member for at least silenceWindow.
+	// leader is the etcd leader among the voters read, nil when none of them leads.
 	leader *etcd.Member
-	silent bool
-	// sampling: the leader was read, but too recently or too briefly to tell a silence yet.
+	// sampling: the leader was read, but too recently or too briefly to tell a silence yet. A
+	// leader read that is neither heard nor sampling received nothing for silenceWindow.
 	sampling bool
 	// errs says why the metrics of the others could not be read, one error each.
 	errs []error
@@ -148,7 +147,7 @@ func (r *LeaveReconciler) askPeers(ctx context.Context, target etcd.Member, memb
 		}
 		if leader == o.ID {
 			view.leader = &observers[i]
-			view.silent, view.sampling = silent, !heard && !silent
+			view.sampling = !heard && !silent
 		}
 	}
 	return view
