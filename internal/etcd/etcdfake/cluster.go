@@ -56,7 +56,8 @@ type Member struct {
 	Down bool
 	// Frozen: the process is stopped (SIGSTOP, a hung machine that still answers TCP). Like Down
 	// it answers nothing and sends nothing, but its connections stay open, so its peers' metrics
-	// still count it active.
+	// still count it active. The model's strict reconfiguration checks count it inactive, where
+	// etcd counts it active; no case here turns on that difference.
 	Frozen bool
 	// CutFromAgent: only the leading agent's path to the member's client URLs is broken (a
 	// firewall rule, a route on the leader's node). Probes and metric reads from the agent get no
