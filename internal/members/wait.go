@@ -182,6 +182,12 @@ func (w *waiter) changed(ev watch.Event) (bool, error) {
 }
 
 func (w *waiter) observe(m *v1alpha1.EtcdMember) (bool, error) {
+	if m.Generation < w.since {
+		// A state from before the request: the informer's first list may be served from the API
+		// server's watch cache, behind the patch that asked for the leave. Judged, it would read as
+		// a cancellation; the watch from that list's resource version brings the patch next.
+		return false, nil
+	}
 	line, state := judge(m, w.since)
 	if line != w.last {
 		if _, err := fmt.Fprintln(w.out, line); err != nil {

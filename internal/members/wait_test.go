@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -388,5 +389,48 @@ func TestWaitRereadsAfterWatchError(t *testing.T) {
 	// Later watches deliver nothing: only a second list can have seen the outcome.
 	if n := lists.Load(); n < 2 {
 		t.Errorf("%d lists, want the object listed again after the error event", n)
+	}
+}
+
+// TestWaitIgnoresAStateFromBeforeTheRequest: the informer's first list may come from the API
+// server's watch cache, behind the patch that set spec.leave. That state predates the request and
+// is no cancellation; the watch brings the request and its outcome.
+func TestWaitIgnoresAStateFromBeforeTheRequest(t *testing.T) {
+	// The fake client does not move metadata.generation on a spec change; the API server does.
+	start := object("node-2", "b", false, joined)
+	start.Generation = 2
+	before := start.DeepCopy()
+	before.Generation = 1
+	gone, left := removed, withMessage(leftDone, "Member b was removed from etcd on request.")
+	gone.ObservedGeneration, left.ObservedGeneration = 2, 2
+	done := object("node-2", "b", true, gone, left)
+	done.Generation = 2
+	c := newClient(t, interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			items := list.(*v1alpha1.EtcdMemberList).Items
+			for i := range items {
+				if !items[i].Spec.Leave {
+					return fmt.Errorf("listed before the patch")
+				}
+				items[i] = *before.DeepCopy()
+			}
+			return nil
+		},
+		Watch: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
+			w := watch.NewFakeWithChanSize(1, false)
+			w.Modify(&done)
+			return w, nil
+		},
+	}, &start)
+
+	summary, progress, err := leaveAndWait(t, c, 5*time.Second)
+	if err != nil {
+		t.Fatalf("wait: %v\n%s", err, progress)
+	}
+	if strings.Contains(progress, "cancelled") || summary != "node-2: member b left etcd" {
+		t.Errorf("summary %q, progress:\n%s", summary, progress)
 	}
 }
