@@ -135,3 +135,43 @@ func TestHealthMessagesStableAcrossErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestNotServingNeedsTwoRounds: a serving member turns Healthy=False/NotServing only once two
+// probe rounds in a row found it without a leader; one round is most often an election. Other
+// verdicts, and a member already unhealthy, follow each round.
+func TestNotServingNeedsTwoRounds(t *testing.T) {
+	target := etcd.Member{ID: 2, ClientURLs: []string{"http://10.0.0.2:2379"}}
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	round := func(i int, h etcd.Health) Probes {
+		h.At = t0.Add(time.Duration(i) * 5 * time.Second)
+		return Probes{Members: map[uint64]etcd.Health{2: h}}
+	}
+	serving := etcd.Health{Reachable: true, Serving: true}
+	noLeader := etcd.Health{Reachable: true, Err: errors.New("etcdserver: no leader")}
+	down := etcd.Health{Err: errors.New("connection refused")}
+
+	r := &LeaveReconciler{HealthRefresh: time.Minute, ProbeTimeout: time.Second}
+	m := member(false)
+	steps := []struct {
+		name   string
+		probes Probes
+		want   string
+	}{
+		{"serving", round(0, serving), "True/Serving"},
+		{"one round without a leader", round(1, noLeader), "True/Serving"},
+		{"the same round, reconciled again", round(1, noLeader), "True/Serving"},
+		{"serving again: the streak ends", round(2, serving), "True/Serving"},
+		{"a new streak's first round", round(3, noLeader), "True/Serving"},
+		{"its second round", round(4, noLeader), "False/NotServing"},
+		{"serving", round(5, serving), "True/Serving"},
+		{"unreachable at once", round(6, down), "False/Unreachable"},
+		{"answering without a leader while unhealthy", round(7, noLeader), "False/NotServing"},
+	}
+	for _, s := range steps {
+		r.observeHealth(m, target, s.probes)
+		c := status.Get(m, v1alpha1.ConditionHealthy)
+		if got := string(c.Status) + "/" + c.Reason; got != s.want {
+			t.Errorf("%s: Healthy=%s, want %s", s.name, got, s.want)
+		}
+	}
+}
