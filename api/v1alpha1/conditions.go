@@ -211,3 +211,17 @@ const AnnotationOnRemovedRan = "etcdmember.io/on-removed-ran"
 // LeaseName is the Lease in the agents' leader-election namespace (kube-system by default) the
 // agents elect their leader with. The agents' RBAC lets them get and update only this Lease.
 const LeaseName = "etcdmember-leader"
+
+// Field managers of the agents' writes, as metadata.managedFields records them. Every agent
+// writes as FieldManagerAgent about its own member, and the elected leader as FieldManagerLeader
+// about every member, so `kubectl get --show-managed-fields` tells the two apart.
+//
+// Once an object records a member, the two own disjoint fields of its status: the agent
+// status.advertisedPeerURLs, the leader everything else. Either may bind an object to a member
+// (create it, or take it over for a re-joined node): that write sets the whole status, and is
+// made only on an object that records no member still in etcd, re-checked on a fresh read with
+// its resourceVersion.
+const (
+	FieldManagerAgent  = "etcdmember-agent"
+	FieldManagerLeader = "etcdmember-leader"
+)

@@ -23,7 +23,9 @@ type EtcdMemberSpec struct {
 	MemberID string `json:"memberID,omitempty"`
 }
 
-// EtcdMemberStatus is what etcdmember observed of the member. Only the agents write it.
+// EtcdMemberStatus is what etcdmember observed of the member. Only the agents write it: the
+// agent on the member's node advertisedPeerURLs, the leading agent everything else, once the
+// object records a member; binding it to a member (memberID) sets the whole status.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.memberID) || has(self.memberID)",message="memberID cannot be unset once recorded"
 type EtcdMemberStatus struct {
 	// memberID is the etcd member ID in lowercase hex, as etcdctl prints it.

@@ -192,7 +192,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	writer, err := client.New(restConfig, client.Options{Scheme: scheme})
+	writer, err := client.New(restConfig, client.Options{Scheme: scheme, FieldOwner: v1alpha1.FieldManagerAgent})
 	if err != nil {
 		return fmt.Errorf("creating the API client: %w", err)
 	}

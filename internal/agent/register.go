@@ -68,9 +68,10 @@ func identityHolds(pinned, answered uint64, members []etcd.Member) bool {
 	return !present
 }
 
-// Registrar keeps the local member's EtcdMember object: it creates it, keeps what the local member
-// knows about itself in status, and takes the object over when the node re-joins as a new member.
-// It runs on every agent, leader or not.
+// Registrar keeps the local member's EtcdMember object: it creates it and binds it to the local
+// member, publishes the peer URLs the node advertises, and takes the object over when the node
+// re-joins as a new member. The rest of status is the leader's (see refresh). It runs on every
+// agent, leader or not.
 type Registrar struct {
 	Reader   client.Reader
 	Client   client.Client
@@ -338,12 +339,16 @@ func (r *Registrar) create(ctx context.Context, objName string, self etcd.Member
 	return obj, nil
 }
 
-// refresh writes what the local member knows about itself, when it changed. It never touches
-// spec.leave: a pending leave for this very member must survive any agent restart.
+// refresh binds an object that records no member yet to the local member, and keeps the agent's
+// own field, status.advertisedPeerURLs, up to date. It never touches spec.leave: a pending leave
+// for this very member must survive any agent restart.
 //
-// The leader writes the same status (every new object gets its first reconcile at once), so a
-// conflict is met by reading the object again and re-applying, which also sees a removal the
-// leader recorded meanwhile.
+// Once an object records this member, everything else in its status is the leader's: what etcd's
+// member list says of the member (peer and client URLs, learner or voter, its name), its health
+// and its conditions. The agent's own view of the member list may be older than the leader's (a
+// promotion, a peer URL update the leader just made and recorded); writing it would undo the
+// leader's record until the next reconcile. A conflict is met by reading the object again and
+// re-applying, which also sees a removal the leader recorded meanwhile.
 func (r *Registrar) refresh(ctx context.Context, obj *v1alpha1.EtcdMember, self etcd.Member, adv advertisement) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		err := r.refreshOnce(ctx, obj, self, adv)
@@ -363,7 +368,10 @@ func (r *Registrar) refreshOnce(ctx context.Context, obj *v1alpha1.EtcdMember, s
 		return nil
 	}
 	before := obj.DeepCopy()
-	status.Observe(obj, self)
+	if obj.Status.MemberID == "" {
+		// The binding: the object is new, or was created empty by an earlier sync that stopped.
+		status.Observe(obj, self)
+	}
 	adv.apply(obj)
 	if equality.Semantic.DeepEqual(before.Status, obj.Status) {
 		return nil
@@ -399,8 +407,6 @@ func (r *Registrar) takeOver(ctx context.Context, obj *v1alpha1.EtcdMember, self
 	}
 	log.Info("Re-joined under an existing name", "object", obj.Name, "memberID", etcd.IDString(self.ID), "previousMemberID", previous)
 	msg := status.Rejoin(obj, self)
-	// What was verified for the earlier member says nothing about the new one.
-	obj.Status.AdvertisedPeerURLs = nil
 	adv.apply(obj)
 	if err := r.writeStatus(ctx, obj); err != nil {
 		return err

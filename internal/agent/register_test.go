@@ -2,13 +2,19 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
 func TestIdentityHolds(t *testing.T) {
@@ -80,5 +86,71 @@ func TestWarnIdentityOnce(t *testing.T) {
 	}
 	if others := e.r.last.others; len(others) != 1 || others[0].ID != 1 {
 		t.Errorf("others %v, want member 1 only", others)
+	}
+}
+
+// TestRefreshWritesOnlyTheAgentsField: the agent binds an object that records no member, and
+// afterwards writes status.advertisedPeerURLs only. Its member list can be older than what the
+// leader recorded (here: the leader promoted the member and updated its peer URLs); writing it
+// would undo the leader's record.
+func TestRefreshWritesOnlyTheAgentsField(t *testing.T) {
+	id, err := etcd.ParseID(testID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale := etcd.Member{ID: id, Name: "node-2", IsLearner: true,
+		PeerURLs: []string{"https://10.0.0.2:2380"}, ClientURLs: []string{"https://10.0.0.2:2379"}}
+	adv := advertisement{urls: []string{"https://10.0.0.22:2380"}}
+
+	recorded := member(metav1.ConditionTrue, v1alpha1.ReasonInMemberList)
+	recorded.Status.PeerURLs = []string{"https://10.0.0.22:2380"}
+	recorded.Status.ClientURLs = stale.ClientURLs
+	status.Set(recorded, v1alpha1.ConditionPromoted, metav1.ConditionTrue, v1alpha1.ReasonPromoted, "")
+	empty := &v1alpha1.EtcdMember{ObjectMeta: metav1.ObjectMeta{Name: "node-2"}}
+
+	kept := *recorded.Status.DeepCopy()
+	kept.AdvertisedPeerURLs, kept.Conditions = adv.urls, nil
+	for _, tc := range []struct {
+		name string
+		obj  *v1alpha1.EtcdMember
+		// want is the status expected without its conditions, which conds summarizes.
+		want  v1alpha1.EtcdMemberStatus
+		conds []string
+	}{
+		{"bound: the leader's record stays", recorded, kept, []string{"Joined=True/InMemberList", "Promoted=True/Promoted"}},
+		{"unbound: the agent binds it", empty, v1alpha1.EtcdMemberStatus{
+			MemberID: testID, IsLearner: true, PeerURLs: stale.PeerURLs, ClientURLs: stale.ClientURLs,
+			AdvertisedPeerURLs: adv.urls,
+		}, []string{"Joined=True/InMemberList"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			scheme := runtime.NewScheme()
+			if err := v1alpha1.AddToScheme(scheme); err != nil {
+				t.Fatal(err)
+			}
+			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.obj.DeepCopy()).
+				WithStatusSubresource(&v1alpha1.EtcdMember{}).Build()
+			r := &Registrar{Reader: c, Client: c}
+			obj := &v1alpha1.EtcdMember{}
+			if err := c.Get(t.Context(), client.ObjectKeyFromObject(tc.obj), obj); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.refresh(t.Context(), obj, stale, adv); err != nil {
+				t.Fatal(err)
+			}
+			got := &v1alpha1.EtcdMember{}
+			if err := c.Get(t.Context(), client.ObjectKeyFromObject(tc.obj), got); err != nil {
+				t.Fatal(err)
+			}
+			// Conditions are compared by type, status and reason: Set stamps the time.
+			var conds []string
+			for _, c := range got.Status.Conditions {
+				conds = append(conds, c.Type+"="+string(c.Status)+"/"+c.Reason)
+			}
+			got.Status.Conditions = nil
+			if !equality.Semantic.DeepEqual(got.Status, tc.want) || !slices.Equal(conds, tc.conds) {
+				t.Errorf("status after the agent's refresh:\n got  %+v %v\n want %+v %v", got.Status, conds, tc.want, tc.conds)
+			}
+		})
 	}
 }

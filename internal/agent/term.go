@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -136,6 +137,7 @@ func (l *leadership) runTerm(ctx context.Context) error {
 		Logger:                 logf.FromContext(ctx),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		Client:                 client.Options{FieldOwner: v1alpha1.FieldManagerLeader},
 		// Every term registers the same controller name again in this process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	}

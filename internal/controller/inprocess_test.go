@@ -492,3 +492,42 @@ func TestDiscoveryOnModel(t *testing.T) {
 		t.Fatalf("%d objects (%v), want 4: the re-joined member takes its object over", len(list.Items), err)
 	}
 }
+
+// TestTakeOverForgetsTheEarlierAdvertisement: a node rebuilt at a new address re-joins under its
+// old name before its agent runs. The peer URLs its earlier agent advertised describe the earlier
+// member; the leader taking the object over must not make etcd move the new member back to them.
+func TestTakeOverForgetsTheEarlierAdvertisement(t *testing.T) {
+	w := newWorld(t, etcdfake.Voters(3)...)
+	m := w.get("node-2")
+	m.Status.AdvertisedPeerURLs = m.Status.PeerURLs
+	if err := w.api.Status().Update(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	w.mustReconcile("node-2")
+	if err := w.etcd.MemberRemove(t.Context(), 2); err != nil {
+		t.Fatal(err)
+	}
+	w.mustReconcile("node-2")
+	rebuilt := etcdfake.Voters(2)[1]
+	rebuilt.ID = 0x12
+	rebuilt.PeerURLs = []string{"https://127.0.0.22:2380"}
+	rebuilt.ClientURLs = []string{"https://127.0.0.22:2379"}
+	w.etcd.Add(rebuilt)
+	w.mustReconcile(discoveryRequest)
+	w.clock.SetTime(w.clock.Now().Add(DiscoveryGrace(time.Second)))
+	w.mustReconcile(discoveryRequest)
+	w.mustReconcile("node-2")
+
+	got := w.get("node-2")
+	if got.Status.MemberID != "12" {
+		t.Fatalf("node-2 records member %q, want the re-joined 12", got.Status.MemberID)
+	}
+	if len(got.Status.AdvertisedPeerURLs) != 0 {
+		t.Errorf("status.advertisedPeerURLs = %v after the take-over, want none until the new member's agent publishes its own", got.Status.AdvertisedPeerURLs)
+	}
+	for _, c := range w.etcd.Changes() {
+		if c.Op == etcdfake.OpMemberUpdate {
+			t.Errorf("the leader updated member %x's peer URLs to %v, the earlier member's", c.ID, c.PeerURLs)
+		}
+	}
+}

@@ -80,8 +80,12 @@ func ClearLeave(m *v1alpha1.EtcdMember) bool {
 }
 
 // Rejoin records that the node of an object came back as a new member: the object now tracks
-// member, and what was recorded of the earlier member (its leave, health, promotion) goes. It
-// returns the message of the Joined condition, for an Event.
+// member, and what was recorded of the earlier member (its leave, health, promotion, the peer
+// URLs its agent advertised) goes. It returns the message of the Joined condition, for an Event.
+//
+// The advertisement goes with the rest because the leader makes etcd record advertised peer URLs:
+// kept, a node rebuilt at a new address would be moved back to its old one by whoever took the
+// object over before its new agent published its own.
 func Rejoin(m *v1alpha1.EtcdMember, member etcd.Member) string {
 	previous := m.Status.MemberID
 	Observe(m, member)
@@ -90,6 +94,7 @@ func Rejoin(m *v1alpha1.EtcdMember, member etcd.Member) string {
 		Remove(m, c)
 	}
 	m.Status.Health = nil
+	m.Status.AdvertisedPeerURLs = nil
 	msg := fmt.Sprintf("Re-joined as member %s; the earlier member %s is gone from etcd.", m.Status.MemberID, previous)
 	Set(m, v1alpha1.ConditionJoined, metav1.ConditionTrue, v1alpha1.ReasonRejoined, msg)
 	return msg

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -52,6 +53,19 @@ func TestPeerURLChangeCorrected(t *testing.T) {
 	}
 	if n := countEvents(e, m.Name, v1alpha1.ReasonPeerURLsUnverified); n != 0 {
 		t.Errorf("%d %s Events for a URL the member answers on", n, v1alpha1.ReasonPeerURLsUnverified)
+	}
+	// The apiserver's record of who wrote what: the agent's field is the agent's, and what the
+	// leader made etcd record, and what its probes found, is the leader's.
+	obj := e.get(m.Name)
+	agent := statusFieldsOf(t, obj, v1alpha1.FieldManagerAgent)
+	leader := statusFieldsOf(t, obj, v1alpha1.FieldManagerLeader)
+	if !agent["advertisedPeerURLs"] || leader["advertisedPeerURLs"] {
+		t.Errorf("status.advertisedPeerURLs owned by agent %t, leader %t; want the agent only", agent["advertisedPeerURLs"], leader["advertisedPeerURLs"])
+	}
+	for _, f := range []string{"peerURLs", "health"} {
+		if !leader[f] || agent[f] {
+			t.Errorf("status.%s owned by leader %t, agent %t; want the leader only", f, leader[f], agent[f])
+		}
 	}
 	// The other members reach the moved one again: it serves a linearizable read.
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
@@ -216,4 +230,26 @@ func notCreated(path string) framework.Condition {
 		}
 		return true, nil
 	}
+}
+
+// statusFieldsOf returns the top-level status fields metadata.managedFields records as last
+// written by manager through the status subresource.
+func statusFieldsOf(t *testing.T, obj *v1alpha1.EtcdMember, manager string) map[string]bool {
+	t.Helper()
+	owned := map[string]bool{}
+	for _, mf := range obj.ManagedFields {
+		if mf.Manager != manager || mf.Subresource != "status" || mf.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Status map[string]json.RawMessage `json:"f:status"`
+		}
+		if err := json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields); err != nil {
+			t.Fatalf("managedFields of %s by %s: %v", obj.Name, manager, err)
+		}
+		for k := range fields.Status {
+			owned[strings.TrimPrefix(k, "f:")] = true
+		}
+	}
+	return owned
 }
