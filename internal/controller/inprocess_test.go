@@ -82,6 +82,17 @@ func TestLeaveOutcomes(t *testing.T) {
 			setup: func(w *world) { w.etcd.SetLeader(2) },
 			left:  metav1.ConditionTrue, reason: v1alpha1.ReasonRemoved, removed: []uint64{2}, intent: true,
 			changes: []etcdfake.Change{{Op: etcdfake.OpMoveLeader, ID: 2, To: 1}, {Op: etcdfake.OpMemberRemove, ID: 2}}},
+		// Both followers serve through node-2 but cannot reach each other: removed, node-2 would
+		// leave two voters unable to elect a leader. Judged again once node-1 leads, node-3 does
+		// not serve through it, so nothing is removed and etcd keeps its quorum.
+		{name: "the etcd leader, while the other two cannot reach each other", members: etcdfake.Voters(3), leave: "node-2",
+			setup: func(w *world) { w.etcd.SetLeader(2); w.etcd.Cut(1, 3, true) },
+			left:  metav1.ConditionFalse, reason: v1alpha1.ReasonQuorumAtRisk,
+			message: "would leave 1 healthy voter of 2; quorum of 2 needs 2, once etcd leadership moved to node-1: node-3 (3) did not serve through it",
+			changes: []etcdfake.Change{{Op: etcdfake.OpMoveLeader, ID: 2, To: 1}}},
+		{name: "the etcd leader, when moving leadership fails", members: etcdfake.Voters(3), leave: "node-2",
+			setup: func(w *world) { w.etcd.SetLeader(2); w.etcd.Fail(etcdfake.OpMoveLeader, etcdfake.ErrInjected) },
+			left:  metav1.ConditionFalse, reason: v1alpha1.ReasonEtcdError, message: "moving leadership to node-1 failed, so it is not removed"},
 		{name: "a learner needs no guard", members: append(etcdfake.Voters(1), etcdfake.Learner(2, false)), leave: "node-2",
 			left: metav1.ConditionTrue, reason: v1alpha1.ReasonRemoved, removed: []uint64{2}, intent: true},
 		{name: "no member ID recorded", members: etcdfake.Voters(3), leave: "node-2",

@@ -1,8 +1,10 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -49,8 +51,7 @@ func (r *LeaveReconciler) guard(ctx context.Context, m *v1alpha1.EtcdMember, tar
 			fmt.Sprintf("Removing member %s without the quorum guard (annotation %s; the guard says: %s). etcd's own reconfiguration check still applies.",
 				m.Status.MemberID, v1alpha1.AnnotationForceLeave, verdict.Message))
 	}
-	r.moveLeaderAway(ctx, m, target, voters)
-	return true
+	return r.moveLeaderAway(ctx, m, target, voters, forced)
 }
 
 // setRemovable answers the pre-flight question for a listed member from the latest periodic
@@ -148,9 +149,17 @@ func checkRemoval(voters []voter, target etcd.Member, name string) quorum.Verdic
 }
 
 // moveLeaderAway hands etcd leadership to a healthy voter when the target leads, so its removal
-// costs no election. It is best effort: if the move fails, etcd still elects a new leader after
-// the removal, which costs a short write pause but no safety.
-func (r *LeaveReconciler) moveLeaderAway(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, voters []voter) {
+// costs no election, and judges the removal again on the cluster that follows the new leader. It
+// tells whether the removal may go ahead; when not, the Left condition says why.
+//
+// Why judge again: the guard counts a voter healthy when it serves through etcd's leader, which is
+// the target here. Two voters that stay may serve through it while they cannot reach each other
+// (a cut between two followers, which no etcd metric shows promptly); removing the leader would
+// then leave them unable to elect one, and the cluster without quorum. A voter that stays but does
+// not serve through the new leader within a probe timeout counts unhealthy for this verdict, as
+// it would for the next probe round. For the same reason a move that fails is not followed by the
+// removal: the others would have to elect a leader among themselves.
+func (r *LeaveReconciler) moveLeaderAway(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, voters []voter, forced bool) bool {
 	log := logf.FromContext(ctx)
 	// The voters just probed say whom they follow; asking the target itself would cost a round
 	// trip before every removal.
@@ -162,7 +171,7 @@ func (r *LeaveReconciler) moveLeaderAway(ctx context.Context, m *v1alpha1.EtcdMe
 		}
 	}
 	if !leads {
-		return
+		return true
 	}
 	for _, v := range voters {
 		if v.ID == target.ID || !v.Healthy {
@@ -171,36 +180,70 @@ func (r *LeaveReconciler) moveLeaderAway(ctx context.Context, m *v1alpha1.EtcdMe
 		if err := r.fence(ctx, m, "moving etcd leadership away from", stillLeaving); err != nil {
 			// The removal's own fence gives the change up too.
 			log.Info("Not moving etcd leadership", "reason", err.Error())
-			return
+			return true
 		}
 		log.Info("Moving etcd leadership away from the leaving member", "to", v.Name)
 		if err := r.Peers.MoveLeader(ctx, target, v.ID); err != nil {
-			log.Error(err, "Moving etcd leadership failed; removing anyway")
-			return
+			log.Error(err, "Moving etcd leadership failed; not removing the member while it leads", "to", v.Name)
+			status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonEtcdError,
+				fmt.Sprintf("Member %s leads etcd, and moving leadership to %s failed, so it is not removed: the others would have to elect a leader among themselves, which a network cut between them can prevent. The error is in the leading agent's log; re-checked every %s.",
+					m.Status.MemberID, v.Name, r.RecheckInterval))
+			return false
 		}
-		r.awaitLeader(ctx, v.ID, target.ID, voters)
-		return
+		lagging := r.awaitLeader(ctx, v.ID, target.ID, voters)
+		if len(lagging) == 0 || forced {
+			return true
+		}
+		after := slices.Clone(voters)
+		for i := range after {
+			if slices.ContainsFunc(lagging, func(l etcd.Member) bool { return l.ID == after[i].ID }) {
+				after[i].Healthy = false
+			}
+		}
+		verdict := checkRemoval(after, target, m.Name)
+		if verdict.Allowed {
+			return true
+		}
+		log.Info("Refusing leave after moving etcd leadership", "to", v.Name, "notFollowing", names(lagging), "detail", verdict.Message)
+		metrics.GuardRefusals.WithLabelValues(v1alpha1.ReasonQuorumAtRisk).Inc()
+		status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk,
+			fmt.Sprintf("Refused: %s, once etcd leadership moved to %s: %s did not serve through it within %s (a network cut between the members that stay?). The request is re-checked every %s; restore the links between the members that stay.",
+				verdict.Message, v.Name, strings.Join(names(lagging), ", "), r.ProbeTimeout, r.RecheckInterval))
+		return false
 	}
+	return true
 }
 
 // awaitLeader waits, up to one probe timeout, until every healthy voter that stays follows the
-// new leader and serves through it. MoveLeader returns once the old leader has stepped down; a
-// follower that has not heard from the new leader yet still forwards writes to the old one, and
-// removing that member at once loses them ("request timed out, possibly due to previous leader
-// failure"), which the e2e test of this path caught.
-func (r *LeaveReconciler) awaitLeader(ctx context.Context, leader, leaving uint64, voters []voter) {
+// new leader and serves through it, and returns those that did not. MoveLeader
+// returns once the old leader has stepped down; a follower that has not heard from the new leader
+// yet still forwards writes to the old one, and removing that member at once loses them ("request
+// timed out, possibly due to previous leader failure"), which the e2e test of this path caught.
+// The voters are waited for side by side, so the wait costs one probe timeout at most.
+func (r *LeaveReconciler) awaitLeader(ctx context.Context, leader, leaving uint64, voters []voter) []etcd.Member {
 	deadline := time.Now().Add(r.ProbeTimeout)
+	var (
+		mu      sync.Mutex
+		lagging []etcd.Member
+		wg      sync.WaitGroup
+	)
 	for _, v := range voters {
 		if v.ID == leaving || !v.Healthy {
 			continue
 		}
-		follows := func(ctx context.Context) (bool, error) {
-			h := r.Peers.Probe(ctx, v.Member, time.Until(deadline))
-			return h.Serving && h.Status.Leader == leader, nil
-		}
-		if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, time.Until(deadline), true, follows); err != nil {
-			logf.FromContext(ctx).Info("A voter does not follow the new etcd leader yet; removing anyway", "member", v.Name)
-			return
-		}
+		wg.Go(func() {
+			follows := func(ctx context.Context) (bool, error) {
+				h := r.Peers.Probe(ctx, v.Member, time.Until(deadline))
+				return h.Serving && h.Status.Leader == leader, nil
+			}
+			if err := wait.PollUntilContextTimeout(ctx, 5*time.Millisecond, time.Until(deadline), true, follows); err != nil {
+				mu.Lock()
+				defer mu.Unlock()
+				lagging = append(lagging, v.Member)
+			}
+		})
 	}
+	wg.Wait()
+	slices.SortFunc(lagging, func(a, b etcd.Member) int { return cmp.Compare(a.ID, b.ID) })
+	return lagging
 }

@@ -145,6 +145,61 @@ func TestEtcdLeaderLosingItsOutboundLinks(t *testing.T) {
 	e.holds(refusedTarget.Name, "still joined", 3*time.Second, joined)
 }
 
+// TestLeaveOfEtcdLeaderWhileFollowersCut: the two followers cannot reach each other, while each
+// still reaches etcd's leader, so all three serve and the guard sees three healthy voters. Removed,
+// the leader would leave two voters unable to elect one. The controller moves etcd leadership to a
+// follower first; the other then does not serve through it, so the removal is judged again on that
+// cluster and refused with the numbers. etcd keeps its quorum all along, and once the link heals
+// the same request completes.
+func TestLeaveOfEtcdLeaderWhileFollowersCut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{size: 3, faultProxies: true, separateStorage: true})
+	target := e.etcdLeaderBesideAgentLeader()
+	var stay []*framework.Member
+	for _, m := range e.cluster.Members() {
+		if m != target {
+			stay = append(stay, m)
+		}
+	}
+	cut := []*framework.PeerLink{e.cluster.PeerLink(t, stay[0], stay[1]), e.cluster.PeerLink(t, stay[1], stay[0])}
+	for _, l := range cut {
+		l.Blackhole()
+	}
+
+	e.leave(target.Name)
+	refused := e.waitFor(target.Name, "Left=False/QuorumAtRisk", leftReason(v1alpha1.ReasonQuorumAtRisk))
+	msg := condition(refused, v1alpha1.ConditionLeft).Message
+	for _, want := range []string{"would leave 1 healthy voter of 2; quorum of 2 needs 2", "did not serve through it"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("refusal message %q lacks %q", msg, want)
+		}
+	}
+	if !e.etcdMemberIDs()[target.ID()] {
+		t.Fatalf("%s was removed from etcd while the members that stay could not reach each other", target.Name)
+	}
+	// etcd kept its quorum: a write through its leader goes through.
+	leader := e.cluster.Leader(t)
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	_, err := leader.DirectClient(t).Put(ctx, "/e2e/followers-cut", leader.Name)
+	cancel()
+	if err != nil {
+		t.Fatalf("write through etcd's leader %s while the followers' link is cut: %v", leader.Name, err)
+	}
+
+	for _, l := range cut {
+		l.Heal()
+	}
+	e.waitFor(target.Name, "Left=True/Removed", removedByUs)
+	for _, m := range stay {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		_, err := m.DirectClient(t).Put(ctx, "/e2e/followers-healed", m.Name)
+		cancel()
+		if err != nil {
+			t.Errorf("write through %s after the removal: %v", m.Name, err)
+		}
+	}
+}
+
 // logCount counts the lines of an agent's log that contain text.
 func logCount(t *testing.T, path, text string) int {
 	t.Helper()

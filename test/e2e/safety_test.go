@@ -181,19 +181,7 @@ func TestLeaveOfEtcdLeader(t *testing.T) {
 	// Not parallel: it asserts timing (see serialTests in env_test.go).
 	const electionTimeout = time.Second
 	e := newEnv(t, envConfig{size: 3})
-	agentLeader := e.leaderAgent()
-	etcdLeader := e.cluster.Leader(t)
-	if etcdLeader.Name == agentLeader {
-		// Make the etcd leader a member the leading agent may remove directly.
-		to := otherThan(e, agentLeader)
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		_, err := etcdLeader.Client(t).MoveLeader(ctx, to.ID())
-		cancel()
-		if err != nil {
-			t.Fatalf("move leader: %v", err)
-		}
-		etcdLeader = e.cluster.Leader(t)
-	}
+	etcdLeader := e.etcdLeaderBesideAgentLeader()
 
 	// The writer talks to a member that stays: connections to the removed member itself drop
 	// with it, which is not what this test is about. Each write has a short timeout so that a
@@ -255,4 +243,23 @@ func TestLeaveOfEtcdLeader(t *testing.T) {
 	if !e.agentLogsContain("Moving etcd leadership away from the leaving member") {
 		t.Errorf("no agent logged moving etcd leadership before the removal")
 	}
+}
+
+// etcdLeaderBesideAgentLeader returns etcd's leader, after moving etcd leadership away from the
+// leading agent's member if it had it: the leading agent hands its own member over instead of
+// removing it, and these tests are about a removal of etcd's leader.
+func (e *env) etcdLeaderBesideAgentLeader() *framework.Member {
+	e.t.Helper()
+	agentLeader := e.leaderAgent()
+	etcdLeader := e.cluster.Leader(e.t)
+	if etcdLeader.Name != agentLeader {
+		return etcdLeader
+	}
+	to := otherThan(e, agentLeader)
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if _, err := etcdLeader.Client(e.t).MoveLeader(ctx, to.ID()); err != nil {
+		e.t.Fatalf("move etcd leadership from %s to %s: %v", etcdLeader.Name, to.Name, err)
+	}
+	return e.cluster.Leader(e.t)
 }

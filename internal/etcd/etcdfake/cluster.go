@@ -97,6 +97,10 @@ type Cluster struct {
 	changes []Change
 	calls   map[Op]int
 	hooks   map[hookKey]func()
+	// cuts are the links between two members that carry nothing, either way (a firewall rule
+	// between two nodes). Their connections stay open, as the fault proxy's do on the test bed,
+	// so etcd still counts both ends active.
+	cuts map[[2]uint64]bool
 	// received counts, by observer and then peer, the raft messages observer received from peer:
 	// one per read of observer's metrics while peer is heard.
 	received map[uint64]map[uint64]float64
@@ -127,7 +131,7 @@ func New(members ...Member) *Cluster {
 	c := &Cluster{
 		members: map[uint64]*Member{}, intents: map[uint64]string{}, alarms: map[uint64][]string{},
 		faults: map[Op][]fault{}, calls: map[Op]int{}, hooks: map[hookKey]func(){},
-		received: map[uint64]map[uint64]float64{},
+		received: map[uint64]map[uint64]float64{}, cuts: map[[2]uint64]bool{},
 	}
 	for i := range members {
 		m := members[i]
@@ -158,6 +162,24 @@ func Learner(id uint64, ready bool) Member {
 	// Behind the voters' index 100: a learner still replicating.
 	m.IsLearner, m.Ready, m.RaftIndex = true, ready, 10
 	return m
+}
+
+// Cut cuts the link between members a and b, both ways, or heals it.
+func (c *Cluster) Cut(a, b uint64, cut bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cut {
+		c.cuts[link(a, b)] = true
+	} else {
+		delete(c.cuts, link(a, b))
+	}
+}
+
+func link(a, b uint64) [2]uint64 {
+	if a > b {
+		a, b = b, a
+	}
+	return [2]uint64{a, b}
 }
 
 // Set changes member id in place under the model's lock.
@@ -315,16 +337,21 @@ func (c *Cluster) activeLocked(id uint64) bool {
 	return ok && !m.Down && !m.Frozen && !m.NoLeader
 }
 
+// hearsLeaderLocked: member id runs, and so does the leader, and no cut lies between them.
+func (c *Cluster) hearsLeaderLocked(id uint64) bool {
+	return c.activeLocked(id) && c.activeLocked(c.leader) && (id == c.leader || !c.cuts[link(id, c.leader)])
+}
+
 // quorumLocked: a quorum of the voters runs and hears the leader.
 func (c *Cluster) quorumLocked() bool {
 	voters := c.voterIDsLocked()
-	active := 0
+	hearing := 0
 	for _, id := range voters {
-		if c.activeLocked(id) {
-			active++
+		if c.hearsLeaderLocked(id) {
+			hearing++
 		}
 	}
-	return len(voters) > 0 && active >= len(voters)/2+1 && c.activeLocked(c.leader)
+	return len(voters) > 0 && hearing >= len(voters)/2+1
 }
 
 // electLocked makes the lowest active voter lead, the way an election ends up with some leader.
@@ -481,7 +508,7 @@ func (c *Cluster) Probe(ctx context.Context, m etcd.Member, _ time.Duration) etc
 	}
 	h.Reachable = true
 	h.Status = etcd.EndpointStatus{MemberID: m.ID, IsLearner: mm.IsLearner, RaftTerm: 2, RaftIndex: mm.RaftIndex}
-	if !mm.NoLeader && c.quorumLocked() {
+	if !mm.NoLeader && c.quorumLocked() && c.hearsLeaderLocked(m.ID) {
 		h.Status.Leader = c.leader
 	}
 	if mm.IsLearner {
@@ -510,6 +537,8 @@ func (c *Cluster) MoveLeader(ctx context.Context, m etcd.Member, transferee uint
 		return rpctypes.ErrNotLeader
 	case !ok || t.IsLearner || !c.activeLocked(transferee):
 		return rpctypes.ErrBadLeaderTransferee
+	case !c.hearsLeaderLocked(transferee):
+		return fmt.Errorf("etcdfake: leader transfer to %s took too long: %w", etcd.IDString(transferee), context.DeadlineExceeded)
 	}
 	c.leader = transferee
 	c.changes = append(c.changes, Change{Op: OpMoveLeader, ID: m.ID, To: transferee})
@@ -544,7 +573,7 @@ func (c *Cluster) PeerTraffic(ctx context.Context, observer etcd.Member, peer ui
 	if c.received[observer.ID] == nil {
 		c.received[observer.ID] = map[uint64]float64{}
 	}
-	if c.activeLocked(observer.ID) && c.activeLocked(peer) && (observer.ID == c.leader || peer == c.leader) {
+	if c.activeLocked(observer.ID) && c.activeLocked(peer) && (observer.ID == c.leader || peer == c.leader) && !c.cuts[link(observer.ID, peer)] {
 		c.received[observer.ID][peer]++
 	}
 	t := etcd.Traffic{Active: active, Received: c.received[observer.ID][peer]}
