@@ -103,15 +103,15 @@ func TestSummarizeCountsOnlyNotableChanges(t *testing.T) {
 		1: {Reachable: true, Serving: true, Status: etcd.EndpointStatus{Leader: 1, RaftTerm: 2, RaftIndex: 99, DBSize: 7}},
 		2: {Reachable: true, Serving: true, Status: etcd.EndpointStatus{Leader: 1, RaftTerm: 2, RaftIndex: 98, DBSize: 7}},
 	}}
-	if summarize(base) != summarize(moved) {
+	if summarize(base, nil) != summarize(moved, &base) {
 		t.Error("raft index and DB size changes count as health changes")
 	}
 	down := Probes{Members: map[uint64]etcd.Health{1: base.Members[1], 2: {}}}
-	if summarize(base) == summarize(down) {
+	if summarize(base, nil) == summarize(down, &base) {
 		t.Error("an unreachable member does not count as a change")
 	}
 	alarmed := Probes{Members: base.Members, Alarms: map[uint64][]string{2: {"NOSPACE"}}}
-	if summarize(base) == summarize(alarmed) {
+	if summarize(base, nil) == summarize(alarmed, &base) {
 		t.Error("an alarm does not count as a change")
 	}
 }

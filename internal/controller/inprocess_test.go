@@ -89,10 +89,29 @@ func TestLeaveOutcomes(t *testing.T) {
 			setup: func(w *world) { w.etcd.SetLeader(2); w.etcd.Cut(1, 3, true) },
 			left:  metav1.ConditionFalse, reason: v1alpha1.ReasonQuorumAtRisk,
 			message: "would leave 1 healthy voter of 2; quorum of 2 needs 2, once etcd leadership moved to node-1: node-3 (3) did not serve through it",
-			changes: []etcdfake.Change{{Op: etcdfake.OpMoveLeader, ID: 2, To: 1}}},
-		{name: "the etcd leader, when moving leadership fails", members: etcdfake.Voters(3), leave: "node-2",
+			// Handed back: node-2 is heard by both, so all three serve again while the request waits.
+			changes: []etcdfake.Change{{Op: etcdfake.OpMoveLeader, ID: 2, To: 1}, {Op: etcdfake.OpMoveLeader, ID: 1, To: 2}}},
+		{name: "the etcd leader, when moving leadership to one voter fails", members: etcdfake.Voters(3), leave: "node-2",
 			setup: func(w *world) { w.etcd.SetLeader(2); w.etcd.Fail(etcdfake.OpMoveLeader, etcdfake.ErrInjected) },
-			left:  metav1.ConditionFalse, reason: v1alpha1.ReasonEtcdError, message: "moving leadership to node-1 failed, so it is not removed"},
+			left:  metav1.ConditionTrue, reason: v1alpha1.ReasonRemoved, removed: []uint64{2}, intent: true,
+			changes: []etcdfake.Change{{Op: etcdfake.OpMoveLeader, ID: 2, To: 3}, {Op: etcdfake.OpMemberRemove, ID: 2}}},
+		{name: "the etcd leader, when moving leadership fails", members: etcdfake.Voters(3), leave: "node-2",
+			setup: func(w *world) {
+				w.etcd.SetLeader(2)
+				w.etcd.Fail(etcdfake.OpMoveLeader, etcdfake.ErrInjected)
+				w.etcd.Fail(etcdfake.OpMoveLeader, etcdfake.ErrInjected)
+			},
+			left: metav1.ConditionFalse, reason: v1alpha1.ReasonEtcdError, message: "moving leadership to node-1 and to node-3 failed, so it is not removed"},
+		{name: "a forced leave of the etcd leader, when moving leadership fails", members: etcdfake.Voters(3), leave: "node-2",
+			setup: func(w *world) {
+				w.etcd.SetLeader(2)
+				w.etcd.Fail(etcdfake.OpMoveLeader, etcdfake.ErrInjected)
+				w.etcd.Fail(etcdfake.OpMoveLeader, etcdfake.ErrInjected)
+				w.edit("node-2", func(m *v1alpha1.EtcdMember) {
+					m.Annotations = map[string]string{v1alpha1.AnnotationForceLeave: "true"}
+				})
+			},
+			left: metav1.ConditionTrue, reason: v1alpha1.ReasonRemoved, removed: []uint64{2}, intent: true},
 		{name: "a learner needs no guard", members: append(etcdfake.Voters(1), etcdfake.Learner(2, false)), leave: "node-2",
 			left: metav1.ConditionTrue, reason: v1alpha1.ReasonRemoved, removed: []uint64{2}, intent: true},
 		{name: "no member ID recorded", members: etcdfake.Voters(3), leave: "node-2",
@@ -540,5 +559,59 @@ func TestTakeOverForgetsTheEarlierAdvertisement(t *testing.T) {
 		if c.Op == etcdfake.OpMemberUpdate {
 			t.Errorf("the leader updated member %x's peer URLs to %v, the earlier member's", c.ID, c.PeerURLs)
 		}
+	}
+}
+
+// TestNotServingReachesTheObject: a member that answers but has lost its leader turns
+// Healthy=False/NotServing at the watcher's second probe round, through what the watcher
+// enqueues, although that round's probe says what the first one did.
+func TestNotServingReachesTheObject(t *testing.T) {
+	w := newWorld(t, etcdfake.Voters(3)...)
+	w.etcd.Set(3, func(m *etcdfake.Member) { m.NoLeader = true })
+	var state pollState
+	round := func() {
+		t.Helper()
+		w.watcher.poll(t.Context(), &state, true)
+		for {
+			select {
+			case ev := <-w.watcher.enqueue:
+				w.mustReconcileEnqueued(ev.Object.GetName())
+				continue
+			default:
+			}
+			return
+		}
+	}
+	round()
+	w.expect("node-3", v1alpha1.ConditionHealthy, metav1.ConditionTrue, v1alpha1.ReasonServing, "first round without a leader")
+	round()
+	w.expect("node-3", v1alpha1.ConditionHealthy, metav1.ConditionFalse, v1alpha1.ReasonNotServing, "second round without a leader")
+}
+
+// TestFollowersCutThenHealed: refused once etcd leadership moved, the leave of etcd's leader does
+// not move leadership at every re-check, only after the hand-over retry; once the cut is gone, that
+// move finds both followers serving and the member is removed.
+func TestFollowersCutThenHealed(t *testing.T) {
+	w := newWorld(t, etcdfake.Voters(3)...)
+	w.etcd.SetLeader(2)
+	w.etcd.Cut(1, 3, true)
+	w.askLeave("node-2")
+	moves := func() int { return w.etcd.Calls(etcdfake.OpMoveLeader) }
+
+	w.mustReconcile("node-2")
+	w.expect("node-2", v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk, "refused once leadership moved")
+	if w.etcd.Leader() != 2 || moves() != 2 {
+		t.Fatalf("leader %d after %d moves, want leadership handed back to 2 after 2", w.etcd.Leader(), moves())
+	}
+	w.mustReconcile("node-2")
+	if moves() != 2 {
+		t.Fatalf("%d moves at a re-check within the hand-over retry, want none more", moves())
+	}
+	w.etcd.Cut(1, 3, false)
+	w.clock.SetTime(w.clock.Now().Add(w.r.HandOverRetry))
+	w.mustReconcile("node-2")
+	w.expect("node-2", v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved, "healed")
+	if got := w.removals(); !slices.Equal(got, []uint64{2}) {
+		t.Errorf("removed %v, want [2]", got)
 	}
 }

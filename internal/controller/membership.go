@@ -68,6 +68,8 @@ type MembershipWatcher struct {
 
 	mu     sync.Mutex
 	probes *Probes
+	// summary is summarize's rendering of the latest round, compared with the next one's.
+	summary string
 }
 
 // WatcherConfig holds the watcher's intervals.
@@ -211,17 +213,29 @@ func (w *MembershipWatcher) probe(ctx context.Context, members []etcd.Member) bo
 		next.Alarms = prev.Alarms
 	}
 	w.probes = &next
-	return prev == nil || summarize(*prev) != summarize(next)
+	summary := summarize(next, prev)
+	changed := prev == nil || summary != w.summary
+	w.summary = summary
+	return changed
 }
 
 // summarize renders what counts as a change of health, in a stable order.
-func summarize(p Probes) string {
+//
+// A member found not serving by the round before too is marked: Healthy turns NotServing only at
+// that second round (observeHealth), so the round must reach the reconciler although the probe
+// itself says what the first one did.
+func summarize(p Probes, before *Probes) string {
 	ids := slices.Sorted(maps.Keys(p.Members))
+	notServing := func(p *Probes, id uint64) bool {
+		h, ok := p.Members[id]
+		return ok && h.Reachable && !h.Serving
+	}
 	var b strings.Builder
 	for _, id := range ids {
 		h := p.Members[id]
-		fmt.Fprintf(&b, "%x:%t,%t,%t,%t,%x,%v;", id, h.Reachable, h.Serving, h.Status.Leader == id,
-			h.Status.IsLearner, h.AnsweredBy, p.Alarms[id])
+		again := before != nil && notServing(&p, id) && notServing(before, id)
+		fmt.Fprintf(&b, "%x:%t,%t,%t,%t,%x,%v,%t;", id, h.Reachable, h.Serving, h.Status.Leader == id,
+			h.Status.IsLearner, h.AnsweredBy, p.Alarms[id], again)
 	}
 	return b.String()
 }

@@ -3,12 +3,14 @@ package controller
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -157,8 +159,10 @@ func checkRemoval(voters []voter, target etcd.Member, name string) quorum.Verdic
 // (a cut between two followers, which no etcd metric shows promptly); removing the leader would
 // then leave them unable to elect one, and the cluster without quorum. A voter that stays but does
 // not serve through the new leader within a probe timeout counts unhealthy for this verdict, as
-// it would for the next probe round. For the same reason a move that fails is not followed by the
-// removal: the others would have to elect a leader among themselves.
+// it would for the next probe round. When that verdict refuses, leadership goes back to the
+// target, which every voter reached, and is not moved again for HandOverRetry: each move costs a
+// short write pause. For the same reason a move that fails is not followed by the removal: the
+// others would have to elect a leader among themselves. A forced leave skips both verdicts.
 func (r *LeaveReconciler) moveLeaderAway(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, voters []voter, forced bool) bool {
 	log := logf.FromContext(ctx)
 	// The voters just probed say whom they follow; asking the target itself would cost a round
@@ -173,6 +177,11 @@ func (r *LeaveReconciler) moveLeaderAway(ctx context.Context, m *v1alpha1.EtcdMe
 	if !leads {
 		return true
 	}
+	if until, held := r.timers.movesHeld[target.ID]; held && !forced && r.now().Before(until) {
+		log.V(1).Info("Not moving etcd leadership again yet", "until", until)
+		return false
+	}
+	var failed []string
 	for _, v := range voters {
 		if v.ID == target.ID || !v.Healthy {
 			continue
@@ -184,12 +193,16 @@ func (r *LeaveReconciler) moveLeaderAway(ctx context.Context, m *v1alpha1.EtcdMe
 		}
 		log.Info("Moving etcd leadership away from the leaving member", "to", v.Name)
 		if err := r.Peers.MoveLeader(ctx, target, v.ID); err != nil {
-			log.Error(err, "Moving etcd leadership failed; not removing the member while it leads", "to", v.Name)
-			status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonEtcdError,
-				fmt.Sprintf("Member %s leads etcd, and moving leadership to %s failed, so it is not removed: the others would have to elect a leader among themselves, which a network cut between them can prevent. The error is in the leading agent's log; re-checked every %s.",
-					m.Status.MemberID, v.Name, r.RecheckInterval))
-			return false
+			if errors.Is(err, rpctypes.ErrNotLeader) {
+				// Leadership moved on its own since the probes: what they said is out of date.
+				log.Info("The leaving member no longer leads etcd; judging the removal again", "error", err.Error())
+				return false
+			}
+			log.Error(err, "Moving etcd leadership failed", "to", v.Name)
+			failed = append(failed, v.Name)
+			continue
 		}
+		delete(r.timers.movesHeld, target.ID)
 		lagging := r.awaitLeader(ctx, v.ID, target.ID, voters)
 		if len(lagging) == 0 || forced {
 			return true
@@ -205,13 +218,26 @@ func (r *LeaveReconciler) moveLeaderAway(ctx context.Context, m *v1alpha1.EtcdMe
 			return true
 		}
 		log.Info("Refusing leave after moving etcd leadership", "to", v.Name, "notFollowing", names(lagging), "detail", verdict.Message)
+		if err := r.Peers.MoveLeader(ctx, v.Member, target.ID); err != nil {
+			log.Error(err, "Handing etcd leadership back to the member asked to leave failed", "from", v.Name)
+		}
+		if r.timers.movesHeld == nil {
+			r.timers.movesHeld = map[uint64]time.Time{}
+		}
+		r.timers.movesHeld[target.ID] = r.now().Add(r.HandOverRetry)
 		metrics.GuardRefusals.WithLabelValues(v1alpha1.ReasonQuorumAtRisk).Inc()
 		status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk,
-			fmt.Sprintf("Refused: %s, once etcd leadership moved to %s: %s did not serve through it within %s (a network cut between the members that stay?). The request is re-checked every %s; restore the links between the members that stay.",
-				verdict.Message, v.Name, strings.Join(names(lagging), ", "), r.ProbeTimeout, r.RecheckInterval))
+			fmt.Sprintf("Refused: %s, once etcd leadership moved to %s: %s did not serve through it within %s (a network cut between the members that stay?). Leadership was handed back, and is moved again to re-check after %s; restore the links between the members that stay.",
+				verdict.Message, v.Name, strings.Join(names(lagging), ", "), r.ProbeTimeout, r.HandOverRetry))
 		return false
 	}
-	return true
+	if forced || len(failed) == 0 {
+		return true
+	}
+	status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonEtcdError,
+		fmt.Sprintf("Member %s leads etcd, and moving leadership to %s failed, so it is not removed: the others would have to elect a leader among themselves, which a network cut between them can prevent. The errors are in the leading agent's log; re-checked every %s.",
+			m.Status.MemberID, strings.Join(failed, " and to "), r.RecheckInterval))
+	return false
 }
 
 // awaitLeader waits, up to one probe timeout, until every healthy voter that stays follows the

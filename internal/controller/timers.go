@@ -26,6 +26,9 @@ type timers struct {
 	// notServing holds, for each member whose probes find it not serving, the start of the first
 	// probe round of the streak.
 	notServing map[uint64]time.Time
+	// movesHeld holds, for each member asked to leave whose removal was refused once etcd
+	// leadership had moved away from it, until when leadership is not moved away again.
+	movesHeld map[uint64]time.Time
 }
 
 type trafficSample struct {
@@ -133,6 +136,7 @@ func (t *timers) heard(id, observer uint64, received float64, leader uint64, now
 
 // forget drops what the timers hold for a member that left etcd or became a voter.
 func (t *timers) forget(id uint64) {
+	delete(t.movesHeld, id)
 	delete(t.notServing, id)
 	delete(t.unreachable, id)
 	delete(t.progress, id)

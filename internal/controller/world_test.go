@@ -149,6 +149,15 @@ func (w *world) reconcile(name string) (ctrl.Result, error) {
 	return w.r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: name}})
 }
 
+// mustReconcileEnqueued reconciles name as the controller does what the watcher enqueued: on the
+// watcher's latest probes, without probing again.
+func (w *world) mustReconcileEnqueued(name string) {
+	w.t.Helper()
+	if _, err := w.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: name}}); err != nil {
+		w.t.Fatalf("reconcile %s: %v", name, err)
+	}
+}
+
 func (w *world) mustReconcile(name string) ctrl.Result {
 	w.t.Helper()
 	res, err := w.reconcile(name)

@@ -108,7 +108,7 @@ func leave(ctx context.Context, c client.WithWatch, progress io.Writer, name str
 		}
 		return fmt.Sprintf("%s: leave requested", m.Name), nil
 	}
-	w := &waiter{c: c, out: progress, name: m.Name, since: m.Generation, timeout: opts.Timeout}
+	w := &waiter{c: c, out: progress, name: m.Name, uid: m.UID, since: m.Generation, timeout: opts.Timeout}
 	if err := w.wait(ctx, m); err != nil {
 		return "", err
 	}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
@@ -66,9 +67,11 @@ func judge(m *v1alpha1.EtcdMember, since int64) (string, outcome) {
 
 // waiter follows one object and prints a line whenever its state changes.
 type waiter struct {
-	c       client.WithWatch
-	out     io.Writer
-	name    string
+	c    client.WithWatch
+	out  io.Writer
+	name string
+	// uid is the object the request was made on: one created again under its name is another.
+	uid     types.UID
 	since   int64
 	timeout time.Duration
 	last    string
@@ -182,6 +185,10 @@ func (w *waiter) changed(ev watch.Event) (bool, error) {
 }
 
 func (w *waiter) observe(m *v1alpha1.EtcdMember) (bool, error) {
+	if w.uid != "" && m.UID != w.uid {
+		// Deleted and created again between two lists: the request went with the old object.
+		return true, w.deleted()
+	}
 	if m.Generation < w.since {
 		// A state from before the request: the informer's first list may be served from the API
 		// server's watch cache, behind the patch that asked for the leave. Judged, it would read as

@@ -434,3 +434,29 @@ func TestWaitIgnoresAStateFromBeforeTheRequest(t *testing.T) {
 		t.Errorf("summary %q, progress:\n%s", summary, progress)
 	}
 }
+
+// TestWaitReportsAnObjectCreatedAgain: deleted and created again under its name between two
+// lists, the object is another one, and the request went with the first.
+func TestWaitReportsAnObjectCreatedAgain(t *testing.T) {
+	start := object("node-2", "b", false, joined)
+	start.UID = "first"
+	again := object("node-2", "c", false, joined)
+	again.UID = "second"
+	c := newClient(t, interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			items := list.(*v1alpha1.EtcdMemberList).Items
+			for i := range items {
+				items[i] = *again.DeepCopy()
+			}
+			return nil
+		},
+	}, &start)
+
+	_, _, err := leaveAndWait(t, c, 5*time.Second)
+	if want := `EtcdMember "node-2" was deleted before its leave completed`; !strings.HasPrefix(errString(err), want) {
+		t.Errorf("error %v, want it to start with %q", err, want)
+	}
+}

@@ -192,6 +192,16 @@ func TestLeaveOfEtcdLeaderWhileFollowersCut(t *testing.T) {
 	if _, err := leader.Put(ctx, "/e2e/followers-cut", "v"); err != nil {
 		t.Fatalf("write through etcd's leader while the followers' link is cut: %v", err)
 	}
+	// Leadership went back to the member both followers reach: each serves again, as before the
+	// request.
+	for _, m := range stay {
+		cli := m.DirectClient(t)
+		framework.Eventually(t, 10*time.Second, retryEvery, m.Name+" serves a linearizable read while the request waits",
+			framework.PerAttempt(time.Second, framework.Succeeds(func(ctx context.Context) error {
+				_, err := cli.Get(ctx, "/e2e/followers-cut")
+				return err
+			})))
+	}
 
 	for _, l := range cut {
 		l.Heal()
