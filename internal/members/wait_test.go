@@ -406,19 +406,7 @@ func TestWaitIgnoresAStateFromBeforeTheRequest(t *testing.T) {
 	done := object("node-2", "b", true, gone, left)
 	done.Generation = 2
 	c := newClient(t, interceptor.Funcs{
-		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if err := c.List(ctx, list, opts...); err != nil {
-				return err
-			}
-			items := list.(*v1alpha1.EtcdMemberList).Items
-			for i := range items {
-				if !items[i].Spec.Leave {
-					return fmt.Errorf("listed before the patch")
-				}
-				items[i] = *before.DeepCopy()
-			}
-			return nil
-		},
+		List: listedAs(before),
 		Watch: func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) (watch.Interface, error) {
 			w := watch.NewFakeWithChanSize(1, false)
 			w.Modify(&done)
@@ -443,20 +431,29 @@ func TestWaitReportsAnObjectCreatedAgain(t *testing.T) {
 	again := object("node-2", "c", false, joined)
 	again.UID = "second"
 	c := newClient(t, interceptor.Funcs{
-		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			if err := c.List(ctx, list, opts...); err != nil {
-				return err
-			}
-			items := list.(*v1alpha1.EtcdMemberList).Items
-			for i := range items {
-				items[i] = *again.DeepCopy()
-			}
-			return nil
-		},
+		List: listedAs(&again),
 	}, &start)
 
 	_, _, err := leaveAndWait(t, c, 5*time.Second)
 	if want := `EtcdMember "node-2" was deleted before its leave completed`; !strings.HasPrefix(errString(err), want) {
 		t.Errorf("error %v, want it to start with %q", err, want)
+	}
+}
+
+// listedAs makes lists made after the leave's patch answer obj in place of the stored object: what
+// the API server's watch cache may still hold, or what it holds after the object was replaced.
+func listedAs(obj *v1alpha1.EtcdMember) func(context.Context, client.WithWatch, client.ObjectList, ...client.ListOption) error {
+	return func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if err := c.List(ctx, list, opts...); err != nil {
+			return err
+		}
+		items := list.(*v1alpha1.EtcdMemberList).Items
+		for i := range items {
+			if !items[i].Spec.Leave {
+				return fmt.Errorf("listed before the patch")
+			}
+			items[i] = *obj.DeepCopy()
+		}
+		return nil
 	}
 }
