@@ -37,8 +37,7 @@ func (r *LeaveReconciler) observeHealth(m *v1alpha1.EtcdMember, target etcd.Memb
 		m.Status.Health = next
 	}
 	cond, reason, message := healthCondition(target, h, alarms, r.ProbeTimeout)
-	confirmed := r.timers.notServingConfirmed(target.ID, reason == v1alpha1.ReasonNotServing, h.At)
-	if reason == v1alpha1.ReasonNotServing && !confirmed && status.IsTrue(m, v1alpha1.ConditionHealthy) {
+	if reason == v1alpha1.ReasonNotServing && !probes.notServingAgain(target.ID) && status.IsTrue(m, v1alpha1.ConditionHealthy) {
 		// A member that answers but serves no linearizable read has no leader: most often for the
 		// length of one election (a leadership move, a membership change, a delayed heartbeat).
 		// Healthy turns False once the next round finds it so too, so that an election does not

@@ -103,15 +103,15 @@ func TestSummarizeCountsOnlyNotableChanges(t *testing.T) {
 		1: {Reachable: true, Serving: true, Status: etcd.EndpointStatus{Leader: 1, RaftTerm: 2, RaftIndex: 99, DBSize: 7}},
 		2: {Reachable: true, Serving: true, Status: etcd.EndpointStatus{Leader: 1, RaftTerm: 2, RaftIndex: 98, DBSize: 7}},
 	}}
-	if summarize(base, nil) != summarize(moved, &base) {
+	if summarize(base) != summarize(moved) {
 		t.Error("raft index and DB size changes count as health changes")
 	}
 	down := Probes{Members: map[uint64]etcd.Health{1: base.Members[1], 2: {}}}
-	if summarize(base, nil) == summarize(down, &base) {
+	if summarize(base) == summarize(down) {
 		t.Error("an unreachable member does not count as a change")
 	}
 	alarmed := Probes{Members: base.Members, Alarms: map[uint64][]string{2: {"NOSPACE"}}}
-	if summarize(base, nil) == summarize(alarmed, &base) {
+	if summarize(base) == summarize(alarmed) {
 		t.Error("an alarm does not count as a change")
 	}
 }
@@ -142,9 +142,17 @@ func TestHealthMessagesStableAcrossErrors(t *testing.T) {
 func TestNotServingNeedsTwoRounds(t *testing.T) {
 	target := etcd.Member{ID: 2, ClientURLs: []string{"http://10.0.0.2:2379"}}
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	var prev *Probes
 	round := func(i int, h etcd.Health) Probes {
 		h.At = t0.Add(time.Duration(i) * 5 * time.Second)
-		return Probes{Members: map[uint64]etcd.Health{2: h}}
+		p := Probes{Members: map[uint64]etcd.Health{2: h}}
+		if prev != nil && prev.Members[2].At.Equal(h.At) {
+			// The same round, reconciled again.
+			return *prev
+		}
+		p.carryStreaks(prev)
+		prev = &p
+		return p
 	}
 	serving := etcd.Health{Reachable: true, Serving: true}
 	noLeader := etcd.Health{Reachable: true, Err: errors.New("etcdserver: no leader")}

@@ -46,6 +46,23 @@ type Probes struct {
 	// List is the member list the round probed: the latest poll's, since a change of membership
 	// starts a round at once.
 	List []etcd.Member
+	// NotServingSince holds, for each member that answers but serves no linearizable read, when
+	// the first round of this streak of such rounds started: a round that started later is at
+	// least the second.
+	NotServingSince map[uint64]time.Time
+}
+
+// notServing tells whether the round found member id answering but not serving.
+func (p *Probes) notServing(id uint64) bool {
+	h, ok := p.Members[id]
+	return ok && h.Reachable && !h.Serving
+}
+
+// notServingAgain tells whether the round found member id not serving, as an earlier round of
+// the streak did.
+func (p *Probes) notServingAgain(id uint64) bool {
+	since, ok := p.NotServingSince[id]
+	return ok && p.notServing(id) && p.Members[id].At.After(since)
 }
 
 // Healthy tells whether the member's latest probe found it serving: for quorum, a member that
@@ -68,8 +85,6 @@ type MembershipWatcher struct {
 
 	mu     sync.Mutex
 	probes *Probes
-	// summary is summarize's rendering of the latest round, compared with the next one's.
-	summary string
 }
 
 // WatcherConfig holds the watcher's intervals.
@@ -105,7 +120,8 @@ func (w *MembershipWatcher) Probes() (Probes, bool) {
 	if w.probes == nil {
 		return Probes{}, false
 	}
-	return Probes{Members: maps.Clone(w.probes.Members), Alarms: maps.Clone(w.probes.Alarms), List: slices.Clone(w.probes.List)}, true
+	return Probes{Members: maps.Clone(w.probes.Members), Alarms: maps.Clone(w.probes.Alarms), List: slices.Clone(w.probes.List),
+		NotServingSince: maps.Clone(w.probes.NotServingSince)}, true
 }
 
 // NeedLeaderElection makes the watcher run on the leader only.
@@ -212,30 +228,49 @@ func (w *MembershipWatcher) probe(ctx context.Context, members []etcd.Member) bo
 	case prev != nil:
 		next.Alarms = prev.Alarms
 	}
+	next.carryStreaks(prev)
 	w.probes = &next
-	summary := summarize(next, prev)
-	changed := prev == nil || summary != w.summary
-	w.summary = summary
-	return changed
+	return prev == nil || summarize(*prev) != summarize(next)
+}
+
+// carryStreaks sets NotServingSince from the round before, prev (nil: none): a member not serving
+// in both keeps the start of its streak, one not serving in this round only starts one here.
+func (p *Probes) carryStreaks(prev *Probes) {
+	p.NotServingSince = map[uint64]time.Time{}
+	for id, h := range p.Members {
+		if !p.notServing(id) {
+			continue
+		}
+		since, ok := prev.streak(id)
+		if !ok {
+			since = h.At
+		}
+		p.NotServingSince[id] = since
+	}
+}
+
+// streak returns when member id's streak of not-serving rounds started, if it is in one; a nil
+// round is in none.
+func (p *Probes) streak(id uint64) (time.Time, bool) {
+	if p == nil || !p.notServing(id) {
+		return time.Time{}, false
+	}
+	since, ok := p.NotServingSince[id]
+	return since, ok
 }
 
 // summarize renders what counts as a change of health, in a stable order.
 //
-// A member found not serving by the round before too is marked: Healthy turns NotServing only at
-// that second round (observeHealth), so the round must reach the reconciler although the probe
-// itself says what the first one did.
-func summarize(p Probes, before *Probes) string {
+// A member found not serving again, after an earlier round of its streak, is marked: Healthy
+// turns NotServing only from the second round (observeHealth), so that round must reach the
+// reconciler although its probe says what the first one did.
+func summarize(p Probes) string {
 	ids := slices.Sorted(maps.Keys(p.Members))
-	notServing := func(p *Probes, id uint64) bool {
-		h, ok := p.Members[id]
-		return ok && h.Reachable && !h.Serving
-	}
 	var b strings.Builder
 	for _, id := range ids {
 		h := p.Members[id]
-		again := before != nil && notServing(&p, id) && notServing(before, id)
 		fmt.Fprintf(&b, "%x:%t,%t,%t,%t,%x,%v,%t;", id, h.Reachable, h.Serving, h.Status.Leader == id,
-			h.Status.IsLearner, h.AnsweredBy, p.Alarms[id], again)
+			h.Status.IsLearner, h.AnsweredBy, p.Alarms[id], p.notServingAgain(id))
 	}
 	return b.String()
 }

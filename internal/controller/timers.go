@@ -23,9 +23,6 @@ type timers struct {
 	// traffic holds, for each unreachable member and each voter whose metrics were read about
 	// it, the bytes that voter had received from it at the sample a silence is measured from.
 	traffic map[uint64]map[uint64]trafficSample
-	// notServing holds, for each member whose probes find it not serving, the start of the first
-	// probe round of the streak.
-	notServing map[uint64]time.Time
 	// movesHeld holds, for each member asked to leave whose removal was refused once etcd
 	// leadership had moved away from it, until when leadership is not moved away again.
 	movesHeld map[uint64]time.Time
@@ -137,28 +134,8 @@ func (t *timers) heard(id, observer uint64, received float64, leader uint64, now
 // forget drops what the timers hold for a member that left etcd or became a voter.
 func (t *timers) forget(id uint64) {
 	delete(t.movesHeld, id)
-	delete(t.notServing, id)
 	delete(t.unreachable, id)
 	delete(t.progress, id)
 	delete(t.announced, id)
 	delete(t.traffic, id)
-}
-
-// notServingConfirmed records whether member id's probe round started at at found it not serving,
-// and tells whether an earlier round of the same streak did too. Reconciles between two rounds
-// see the same round again, which confirms nothing.
-func (t *timers) notServingConfirmed(id uint64, notServing bool, at time.Time) bool {
-	if !notServing {
-		delete(t.notServing, id)
-		return false
-	}
-	if t.notServing == nil {
-		t.notServing = map[uint64]time.Time{}
-	}
-	first, ok := t.notServing[id]
-	if !ok {
-		t.notServing[id] = at
-		return false
-	}
-	return at.After(first)
 }
