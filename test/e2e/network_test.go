@@ -60,9 +60,8 @@ func TestLeaderCutFromEtcdStepsDown(t *testing.T) {
 	}
 	t.Logf("agent %s led %s after its etcd link was cut; %s leads now", leader, time.Since(cut).Round(100*time.Millisecond), next)
 	e.waitFor(target.Name, "Left=True/Removed", removedByUs)
-	if n := countEvents(e, target.Name, v1alpha1.ReasonRemoved); n != 1 {
-		t.Errorf("%d Removed Events about %s, want exactly 1: %+v", n, target.Name, e.events(target.Name))
-	}
+	// The Event follows the status write that the wait above saw.
+	e.waitEvent(target.Name, corev1.EventTypeNormal, v1alpha1.ReasonRemoved)
 
 	link.Heal()
 	members := e.etcdMemberIDs()
@@ -80,6 +79,10 @@ func TestLeaderCutFromEtcdStepsDown(t *testing.T) {
 		}
 		return true, nil
 	})
+	// Counted once the membership has stayed put for a while: a second removal would show here.
+	if n := countEvents(e, target.Name, v1alpha1.ReasonRemoved); n != 1 {
+		t.Errorf("%d Removed Events about %s, want exactly 1: %+v", n, target.Name, e.events(target.Name))
+	}
 	if n := logCount(t, old.LogFile(), "Removing member from etcd"); n != removalsBefore {
 		t.Errorf("the old leader %s logged %d removals after its etcd link was cut", leader, n-removalsBefore)
 	}
