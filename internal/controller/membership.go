@@ -46,9 +46,9 @@ type Probes struct {
 	// List is the member list the round probed: the latest poll's, since a change of membership
 	// starts a round at once.
 	List []etcd.Member
-	// NotServingSince holds, for each member that answers but serves no linearizable read, when
-	// the first round of this streak of such rounds started: a round that started later is at
-	// least the second.
+	// NotServingSince holds, for each member this round found answering but serving no
+	// linearizable read, and only for those, when the first round of its streak of such rounds
+	// started: a round that started later is at least the second.
 	NotServingSince map[uint64]time.Time
 }
 
@@ -62,7 +62,7 @@ func (p *Probes) notServing(id uint64) bool {
 // the streak did.
 func (p *Probes) notServingAgain(id uint64) bool {
 	since, ok := p.NotServingSince[id]
-	return ok && p.notServing(id) && p.Members[id].At.After(since)
+	return ok && p.Members[id].At.After(since)
 }
 
 // Healthy tells whether the member's latest probe found it serving: for quorum, a member that
@@ -241,22 +241,13 @@ func (p *Probes) carryStreaks(prev *Probes) {
 		if !p.notServing(id) {
 			continue
 		}
-		since, ok := prev.streak(id)
-		if !ok {
-			since = h.At
+		p.NotServingSince[id] = h.At
+		if prev != nil {
+			if since, ok := prev.NotServingSince[id]; ok {
+				p.NotServingSince[id] = since
+			}
 		}
-		p.NotServingSince[id] = since
 	}
-}
-
-// streak returns when member id's streak of not-serving rounds started, if it is in one; a nil
-// round is in none.
-func (p *Probes) streak(id uint64) (time.Time, bool) {
-	if p == nil || !p.notServing(id) {
-		return time.Time{}, false
-	}
-	since, ok := p.NotServingSince[id]
-	return since, ok
 }
 
 // summarize renders what counts as a change of health, in a stable order.
