@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
@@ -30,6 +31,8 @@ func (r *run) runStep(s step) {
 	switch s.kind {
 	case killMember, pauseMember, restartMember:
 		what, err = r.faultMember(s)
+	case outage:
+		what, err = r.outage(s)
 	case healMember:
 		what, err = r.healMember()
 	case killAgent, pauseAgent, restartAgent:
@@ -113,7 +116,7 @@ func (r *run) faultMember(s step) (string, error) {
 	// The state changes before the signal: the monitor must never count a member as running
 	// that may already be gone.
 	switch s.kind {
-	case killMember:
+	case killMember, outage:
 		r.setMember(i, killed)
 		m.Kill(r.t)
 		r.count("etcd kill")
@@ -128,10 +131,50 @@ func (r *run) faultMember(s step) (string, error) {
 		r.setMember(i, restarting)
 		m.Stop(r.t)
 		r.setMember(i, up)
-		m.Start(r.t)
+		removed := r.startMember(i)
 		r.count("etcd restart")
-		return fmt.Sprintf("restarted etcd %s (%s)", m.Name, time.Since(start).Round(100*time.Millisecond)), nil
+		return fmt.Sprintf("restarted etcd %s (%s)%s", m.Name, time.Since(start).Round(100*time.Millisecond), removed), nil
 	}
+}
+
+// outage kills an etcd member and lets the scenario run on without it until the dead-member
+// policy asks it to leave, for at most outageBound: the monitor accepts the policy's removal of a
+// member the injector took down, and nothing else (notePolicyLeavesLocked). It does not wait
+// where the policy must hold back: for a member with a leave pending already, or when the
+// cluster has policyMinVoters voters or fewer.
+func (r *run) outage(s step) (string, error) {
+	m := r.w.members[s.member]
+	r.mu.Lock()
+	pending, voters := r.pending&(1<<s.member) != 0, r.list.voters()
+	r.mu.Unlock()
+	id := m.IDHex()
+	what, err := r.faultMember(s)
+	if err != nil {
+		return "", err
+	}
+	r.mu.Lock()
+	r.c.outages++
+	r.mu.Unlock()
+	if pending || voters <= policyMinVoters {
+		return what + " (the policy has nothing to ask: a leave is pending or too few voters would remain)", nil
+	}
+	start := time.Now()
+	err = r.await(outageBound, func(ctx context.Context) error {
+		obj, err := r.w.object(ctx, m.Name)
+		if err != nil {
+			return err
+		}
+		if !obj.Spec.Leave || obj.Spec.MemberID != id || obj.Annotations[v1alpha1.AnnotationLeaveReason] == "" {
+			return fmt.Errorf("not asked to leave: %s", describe(obj))
+		}
+		return nil
+	})
+	if err != nil {
+		// Not a violation: the policy holds back while a leading agent is paused, or the guard
+		// would refuse.
+		return fmt.Sprintf("%s; the dead-member policy did not ask it to leave within %s: %v", what, outageBound, err), nil
+	}
+	return fmt.Sprintf("%s; the dead-member policy asked it to leave after %s", what, time.Since(start).Round(100*time.Millisecond)), nil
 }
 
 // takeNode, in whole-node mode, does to member i's agent what was done to its etcd: the node
@@ -242,8 +285,18 @@ func (r *run) healMember() (string, error) {
 		m.Resume(r.t)
 		return "SIGCONT etcd " + m.Name + r.bringNode(i), nil
 	}
-	m.Start(r.t)
-	return "started etcd " + m.Name + r.bringNode(i), nil
+	removed := r.startMember(i)
+	return "started etcd " + m.Name + removed + r.bringNode(i), nil
+}
+
+// startMember starts member i again. The dead-member policy may be removing it just then (it
+// decided on the outage that is ending): the member then learns so from its peers and exits, as
+// any removed member does, and the re-join at the end of the scenario brings it back.
+func (r *run) startMember(i int) string {
+	if !r.w.members[i].StartUnlessRemoved(r.t) {
+		return " (removed meanwhile: it exited)"
+	}
+	return ""
 }
 
 // faultAgent kills, pauses or restarts an agent.

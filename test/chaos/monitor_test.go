@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -111,7 +112,10 @@ func (r *run) sampleMembers(ctx context.Context) {
 		}
 		l := r.authorized[m.ID]
 		if l == nil {
-			r.violateLocked(fmt.Sprintf("unasked %x", m.ID), "member %s (%s) was removed from etcd, but no leave asked for it", etcd.IDString(m.ID), m.Name)
+			// Judged by the next read of the objects, which shows whether the policy asked.
+			if _, seen := r.unexplained[m.ID]; !seen {
+				r.unexplained[m.ID] = unexplained{name: m.Name, at: now}
+			}
 			continue
 		}
 		r.c.removals++
@@ -177,6 +181,7 @@ func (r *run) removalsLocked() string {
 // for another reason (NotFound), a crash between its steps included; and no agent or etcd member
 // exits unless the injector made it.
 func (r *run) sampleObjects(ctx context.Context) {
+	started := time.Now()
 	objs, err := r.w.objects(ctx)
 	if err != nil {
 		return
@@ -184,6 +189,9 @@ func (r *run) sampleObjects(ctx context.Context) {
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.notePolicyLeavesLocked(objs, now)
+	r.judgeRemovalsLocked(started)
+	r.objectsRead = started
 	for i := range objs {
 		obj := &objs[i]
 		r.checkReasons(obj)
@@ -192,6 +200,76 @@ func (r *run) sampleObjects(ctx context.Context) {
 		}
 	}
 	r.checkProcesses(now)
+}
+
+// unexplained is a removal the monitor saw before any leave that asked for it.
+type unexplained struct {
+	name string
+	at   time.Time
+}
+
+// policySlack is how long after the injector brought a member back the dead-member policy may
+// still ask it to leave: its verdict rests on a probe round and on two seconds without raft
+// traffic from the member, both of which may end just before the member came back.
+const policySlack = 3 * time.Second
+
+// notePolicyLeavesLocked registers the leaves the dead-member policy asked for, and checks its
+// promise: it asks only for a voter that etcd's leader no longer hears, which in these runs is a
+// member the injector took down (no network fault here silences a running member towards etcd's
+// leader while also cutting it from the leading agent's probes). A request this read shows but
+// the previous one did not was made after that one started, so the member must have been down at
+// some moment since then, give or take policySlack.
+func (r *run) notePolicyLeavesLocked(objs []v1alpha1.EtcdMember, now time.Time) {
+	for k := range objs {
+		obj := &objs[k]
+		why := obj.Annotations[v1alpha1.AnnotationLeaveReason]
+		id, err := etcd.ParseID(obj.Spec.MemberID)
+		if !obj.Spec.Leave || why == "" || err != nil || r.authorized[id] != nil {
+			continue
+		}
+		i := r.w.memberIndex(id)
+		if i < 0 {
+			r.violateLocked("policy "+obj.Spec.MemberID, "%s: the dead-member policy asked member %s to leave, which no node runs: %s", obj.Name, obj.Spec.MemberID, describe(obj))
+			continue
+		}
+		if !policyMayAsk(r.member[i], r.upSince[i], r.objectsRead) {
+			since := "the run began"
+			if !r.upSince[i].IsZero() {
+				since = r.upSince[i].Sub(r.start).Truncate(100 * time.Millisecond).String()
+			}
+			r.violateLocked("policy "+obj.Spec.MemberID, "%s: the dead-member policy asked member %s to leave (%q), but the injector has left it up since %s: %s",
+				obj.Name, obj.Spec.MemberID, why, since, describe(obj))
+		}
+		l := &leaveRec{scenario: r.scenario, member: i, name: obj.Name, id: id, idHex: obj.Spec.MemberID, issued: now, policy: true}
+		if u, ok := r.unexplained[id]; ok {
+			l.removed = u.at
+			r.c.removals++
+			delete(r.unexplained, id)
+		}
+		r.authorized[id] = l
+		r.leaves = append(r.leaves, l)
+		r.pending |= 1 << i
+		r.c.policyLeaves++
+	}
+}
+
+// policyMayAsk tells whether the dead-member policy may ask for a member that is in state f and
+// was last brought up at upSince, in a request made after prevRead: the member was down at some
+// moment since then, or came up at most policySlack before.
+func policyMayAsk(f fault, upSince, prevRead time.Time) bool {
+	return f != up || !upSince.Before(prevRead.Add(-policySlack))
+}
+
+// judgeRemovalsLocked reports the removals no leave asked for: a read of the objects that started
+// after the monitor saw the removal would show the policy's request, had there been one (the
+// request stays on the object until its node re-joins, and restore waits for this verdict first).
+func (r *run) judgeRemovalsLocked(readStarted time.Time) {
+	for id, u := range r.unexplained {
+		if u.at.Before(readStarted) {
+			r.violateLocked(fmt.Sprintf("unasked %x", id), "member %s (%s) was removed from etcd, but no leave asked for it", etcd.IDString(id), u.name)
+			delete(r.unexplained, id)
+		}
+	}
 }
 
 func idOf(obj *v1alpha1.EtcdMember) uint64 {
@@ -300,6 +378,30 @@ func (r *run) checkProcesses(now time.Time) {
 			} else if now.Sub(first) > exitGrace {
 				r.violateLocked(key, "etcd member %s (%s) exited by itself while etcd still lists it (log: %s)", nodeName(i), m.IDHex(), m.LogFile())
 			}
+		}
+	}
+}
+
+// TestPolicyMayAsk pins down when the monitor accepts a request of the dead-member policy.
+func TestPolicyMayAsk(t *testing.T) {
+	read := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name          string
+		state         fault
+		upSince, prev time.Time
+		want          bool
+	}{
+		{"killed", killed, time.Time{}, read, true},
+		{"paused", paused, read.Add(-time.Hour), read, true},
+		{"being re-joined", joining, time.Time{}, read, true},
+		{"never taken down", up, time.Time{}, read, false},
+		{"up long before the previous read", up, read.Add(-policySlack - time.Second), read, false},
+		{"brought up just before the previous read", up, read.Add(-policySlack + time.Second), read, true},
+		{"brought up after the previous read", up, read.Add(time.Second), read, true},
+	}
+	for _, tc := range cases {
+		if got := policyMayAsk(tc.state, tc.upSince, tc.prev); got != tc.want {
+			t.Errorf("%s: policyMayAsk = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -34,6 +34,7 @@ const (
 	slowPeers                    // delay every raft message by peerDelay ± peerJitter
 	cutAgentEtcd                 // drop everything between an agent and its own etcd member
 	healNet                      // lift every network fault
+	outage                       // SIGKILL an etcd member and keep it down past --remove-unreachable-after
 )
 
 var kindNames = map[kind]string{
@@ -41,7 +42,7 @@ var kindNames = map[kind]string{
 	killAgent: "kill agent", pauseAgent: "pause agent", restartAgent: "restart agent", healAgent: "heal agent",
 	restartAPIServer: "restart apiserver", leave: "leave", cancelLeave: "cancel leave", rejoin: "rejoin", wait: "wait",
 	cutLink: "cut link", cutOneWay: "cut one way", slowPeers: "delay peer links", cutAgentEtcd: "cut etcd link of agent",
-	healNet: "heal network",
+	healNet: "heal network", outage: "outage of etcd",
 }
 
 // netKinds are the network faults; a scenario carries at most one at a time.
@@ -296,6 +297,9 @@ func (p *planState) next(r *rand.Rand) step {
 	if anyMayFail {
 		add(2, step{kind: killMember, member: r.IntN(p.n), leader: true})
 		add(1, step{kind: pauseMember, member: r.IntN(p.n), leader: true})
+		// Rare: each outage holds the scenario for outageHold and, once the policy removed the
+		// member, costs a re-join.
+		add(1, step{kind: outage, member: r.IntN(p.n)})
 	}
 	if p.agentFaults < maxAgentFaults {
 		for i := range p.n {
@@ -350,7 +354,7 @@ func (p *planState) next(r *rand.Rand) step {
 func (p *planState) apply(s step) {
 	bit := uint(1) << s.member
 	switch s.kind {
-	case killMember:
+	case killMember, outage:
 		p.memberDown = append(p.memberDown, s.member)
 		p.killed |= bit
 	case pauseMember:
@@ -418,6 +422,9 @@ func shortRunMisses(seed uint64, n int) []string {
 			switch s.kind {
 			case killMember, pauseMember:
 				down++
+			case outage:
+				down++
+				want["an outage past --remove-unreachable-after"] = true
 			case healMember:
 				down = max(down-1, 0)
 			case leave:
@@ -448,6 +455,7 @@ func shortRunMisses(seed uint64, n int) []string {
 	for _, need := range []string{
 		"crash point " + failpoint.LeaveBeforeRemove, "crash point " + failpoint.LeaveAfterRemove,
 		"two leaves with a member down", "a re-join while a leave is in flight", "an apiserver crash", "a partition",
+		"an outage past --remove-unreachable-after",
 	} {
 		if !want[need] {
 			misses = append(misses, need)

@@ -32,6 +32,7 @@ const (
 func (r *run) restore() {
 	r.t.Helper()
 	r.healAll()
+	r.explainRemovals()
 	r.settleLeaves()
 	r.releaseLastVoters()
 	r.startKilledMembers()
@@ -64,17 +65,18 @@ func (r *run) healAll() {
 	var healed []string
 	for _, i := range members {
 		m := r.w.members[i]
+		removed := ""
 		switch {
 		case states[i] == paused:
 			r.setMember(i, up)
 			m.Resume(r.t)
 		case pending&(1<<i) == 0:
 			r.setMember(i, up)
-			m.Start(r.t)
+			removed = r.startMember(i)
 		default:
 			continue
 		}
-		healed = append(healed, "etcd "+m.Name+r.bringNode(i))
+		healed = append(healed, "etcd "+m.Name+removed+r.bringNode(i))
 	}
 	for _, i := range agents {
 		r.mu.Lock()
@@ -89,6 +91,23 @@ func (r *run) healAll() {
 	}
 	if len(healed) > 0 {
 		r.logf("  healed %s", strings.Join(healed, ", "))
+	}
+}
+
+// explainRemovals waits until the monitor has judged every removal it saw before any leave asked
+// for it: the policy's request, which explains it, goes from the object when its node re-joins.
+func (r *run) explainRemovals() {
+	r.t.Helper()
+	err := r.await(settleBound, func(context.Context) error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if len(r.unexplained) > 0 {
+			return fmt.Errorf("%d removals not judged yet", len(r.unexplained))
+		}
+		return nil
+	})
+	if err != nil {
+		r.violate("explain", "the objects could not be read to explain a removal within %s: %v", settleBound, err)
 	}
 }
 
@@ -273,8 +292,8 @@ func (r *run) startKilledMembers() {
 			continue
 		}
 		r.setMember(i, up)
-		m.Start(r.t)
-		r.logf("  started etcd %s%s, whose leave was not carried out", m.Name, r.bringNode(i))
+		removed := r.startMember(i)
+		r.logf("  started etcd %s%s%s, whose leave was not carried out", m.Name, removed, r.bringNode(i))
 	}
 }
 

@@ -38,6 +38,8 @@ type leaveRec struct {
 	rejoined  bool
 	// uncertain: the patch's answer was lost, so the leave may not have been sent at all.
 	uncertain bool
+	// policy: the dead-member policy asked for it (--remove-unreachable-after), not the harness.
+	policy bool
 	// reasons are the Left conditions seen, as status/reason, consecutive repeats dropped.
 	reasons   []string
 	explained time.Time // when a Left condition was first seen
@@ -63,12 +65,14 @@ type counts struct {
 	netScenarios              int
 	faults                    map[string]int
 	leaves, cancels, refusals int
-	handOvers, etcdErrors     int
-	removals, rejoins         int
-	crashArmed, crashHit      map[string]int
-	outcomes                  map[string]int
-	scenarioTime              []time.Duration
-	explainTime               []time.Duration
+	// policyLeaves are the leaves the dead-member policy asked for; outages the outage steps.
+	policyLeaves, outages int
+	handOvers, etcdErrors int
+	removals, rejoins     int
+	crashArmed, crashHit  map[string]int
+	outcomes              map[string]int
+	scenarioTime          []time.Duration
+	explainTime           []time.Duration
 }
 
 // run is one chaos run: the world, the injector's bookkeeping and what the monitors saw. mu
@@ -105,7 +109,16 @@ type run struct {
 	reported   map[string]bool
 	// exitSeen is when a member process was first seen gone while etcd still listed it.
 	exitSeen map[string]time.Time
-	c        counts
+	// upSince is when the injector last left each member up (or started it); zero: since the
+	// run began.
+	upSince []time.Time
+	// unexplained are removals no leave asked for yet, by member ID, with when the monitor saw
+	// each: the policy's request may reach the monitor after the removal it led to.
+	unexplained map[uint64]unexplained
+	// objectsRead is when the latest read of the objects started: a request that read did not
+	// show was made after it.
+	objectsRead time.Time
+	c           counts
 	// netScenario: the current scenario put a network fault in place.
 	netScenario bool
 
@@ -125,6 +138,7 @@ func newRun(t *testing.T, cfg config, w *world) *run {
 		t: t, cfg: cfg, w: w, n: n, all: uint(1)<<n - 1, start: time.Now(),
 		member: make([]fault, n), agent: make([]fault, n), armed: make([]string, n),
 		authorized: map[uint64]*leaveRec{}, reported: map[string]bool{}, exitSeen: map[string]time.Time{},
+		upSince: make([]time.Time, n), unexplained: map[uint64]unexplained{},
 	}
 	r.c.faults, r.c.outcomes = map[string]int{}, map[string]int{}
 	r.c.crashArmed, r.c.crashHit = map[string]int{}, map[string]int{}
@@ -191,6 +205,9 @@ func (r *run) voterBits() uint {
 func (r *run) setMember(i int, f fault) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if f == up && r.member[i] != up {
+		r.upSince[i] = time.Now()
+	}
 	r.member[i] = f
 	if f == up || f == joining {
 		r.memberDown = slices.DeleteFunc(r.memberDown, func(j int) bool { return j == i })
@@ -248,7 +265,7 @@ func (r *run) summary() string {
 	fmt.Fprintf(&b, "  scenarios   %d of %d (%d crash-point scenarios, %d with a network fault)\n", c.scenarios, r.cfg.total(), sum(c.crashArmed), c.netScenarios)
 	fmt.Fprintf(&b, "  steps       %d run, %d skipped as no longer fitting\n", c.steps, c.skipped)
 	fmt.Fprintf(&b, "  faults      %d: %s\n", sum(c.faults), render(c.faults))
-	fmt.Fprintf(&b, "  leaves      %d (%d cancelled), outcomes: %s\n", c.leaves, c.cancels, render(c.outcomes))
+	fmt.Fprintf(&b, "  leaves      %d (%d cancelled, %d asked by the dead-member policy after %d outages), outcomes: %s\n", c.leaves, c.cancels, c.policyLeaves, c.outages, render(c.outcomes))
 	fmt.Fprintf(&b, "  refusals    %d leaves refused at least once (QuorumAtRisk or LastVoter); %d handed over; %d met an etcd error\n", c.refusals, c.handOvers, c.etcdErrors)
 	fmt.Fprintf(&b, "  removals    %d seen in etcd's member list; %d re-joins\n", c.removals, c.rejoins)
 	fmt.Fprintf(&b, "  crash points armed %s, hit %s\n", render(c.crashArmed), render(c.crashHit))

@@ -16,6 +16,8 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 const (
@@ -315,13 +317,28 @@ func (c *Cluster) join(t TB, m *Member, learner bool) {
 		add = cli.MemberAddAsLearner
 	}
 	var resp *clientv3.MemberAddResponse
+	// lost: an earlier attempt's answer was lost, so that add may have been applied all the same
+	// (sent through a member cut off from etcd's leader, it is applied and never answered).
+	lost := false
 	err = poll(memberReadyTimeout, func(ctx context.Context) error {
 		r, err := add(ctx, []string{m.PeerURL()})
-		if err != nil && !rejectedForNow(err) {
-			return Stop(err)
+		switch {
+		case err == nil:
+			resp = r
+			return nil
+		case lost && (errors.Is(err, rpctypes.ErrPeerURLExist) || errors.Is(err, rpctypes.ErrMemberExist)):
+			// The add landed before. etcd derives a new member's ID from its peer URLs and the
+			// second it was added, so a retry within that second meets the same ID.
+			r, err := addedEarlier(ctx, cli, m.PeerURL())
+			resp = r
+			return err
+		case answerLost(err):
+			lost = true
+			return err
+		case rejectedForNow(err):
+			return err
 		}
-		resp = r
-		return err
+		return Stop(err)
 	})
 	if err != nil {
 		t.Fatalf("add member %s (%s, learner=%v): %v", m.Name, m.PeerURL(), learner, err)
@@ -423,6 +440,36 @@ var errLearnerRefuses = rpctypes.Error(rpctypes.ErrGRPCNotSupportedForLearner)
 // five seconds, which is the case right after a cluster starts or a member
 // restarts; and a learner refuses every change, which the next attempt sends
 // to another member.
+// answerLost tells whether a call failed without an answer from etcd, so that it may have been
+// applied.
+func answerLost(err error) bool {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, rpctypes.ErrTimeout),
+		errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail), errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost):
+		return true
+	}
+	code := status.Code(err)
+	return code == codes.Unavailable || code == codes.DeadlineExceeded
+}
+
+// addedEarlier answers for an add of peerURL that etcd applied although its answer was lost: the
+// member that has that peer URL and has not started, and the membership as it is now.
+func addedEarlier(ctx context.Context, cli *clientv3.Client, peerURL string) (*clientv3.MemberAddResponse, error) {
+	list, err := cli.MemberList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, mm := range list.Members {
+		if slices.Contains(mm.PeerURLs, peerURL) {
+			if mm.Name != "" {
+				return nil, Stop(fmt.Errorf("peer URL %s belongs to started member %s (%x), not to an add of ours", peerURL, mm.Name, mm.ID))
+			}
+			return &clientv3.MemberAddResponse{Header: list.Header, Member: mm, Members: list.Members}, nil
+		}
+	}
+	return nil, fmt.Errorf("etcd refused the add of %s as a duplicate, but lists no member with it", peerURL)
+}
+
 func rejectedForNow(err error) bool {
 	return errors.Is(err, rpctypes.ErrUnhealthy) || errors.Is(err, rpctypes.ErrMemberNotEnoughStarted) ||
 		errors.Is(err, errLearnerRefuses)

@@ -223,6 +223,47 @@ func (m *Member) Start(t TB) {
 	m.waitServing(t, m.c.majorityRunning())
 }
 
+// StartUnlessRemoved is Start for a member whose removal may race its start (a dead-member
+// policy may be removing it just then): a member etcd removed learns so from its peers and exits
+// without error, and StartUnlessRemoved then returns false. Any other exit fails the test.
+func (m *Member) StartUnlessRemoved(t TB) (serving bool) {
+	t.Helper()
+	m.launch(t, m.c.etcd(t))
+	url := m.ListenClientURL()
+	cli, err := newClient([]string{url}, m.c.tlsCfg)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	defer func() { _ = cli.Close() }()
+	needLeader := m.c.majorityRunning()
+	removed := false
+	err = Poll(memberReadyTimeout, pollInterval, PerAttempt(attemptTimeout, func(ctx context.Context) (bool, error) {
+		st, err := cli.Status(ctx, url)
+		switch {
+		case err == nil && (!needLeader || st.Leader != 0):
+			m.mu.Lock()
+			m.id = st.Header.MemberId
+			m.mu.Unlock()
+			return true, nil
+		case err == nil:
+			err = errors.New("no leader")
+		}
+		exit, clean := m.proc.exitedCleanly()
+		switch {
+		case exit == nil:
+			return false, err
+		case clean:
+			removed = true
+			return true, nil
+		}
+		return false, Stop(errors.Join(exit, err))
+	}))
+	if err != nil {
+		t.Fatalf("%s: not serving on %s: %v (log: %s)", m.proc.name, url, err, m.proc.logPath)
+	}
+	return !removed
+}
+
 // Restart stops the member with SIGTERM and starts it again.
 func (m *Member) Restart(t TB) {
 	t.Helper()

@@ -106,15 +106,21 @@ func (p *process) responsive() bool {
 // exited reports why the last run ended, or nil while it is still running, so
 // that readiness waits can give up as soon as the process dies.
 func (p *process) exited() error {
+	exit, _ := p.exitedCleanly()
+	return exit
+}
+
+// exitedCleanly is exited, and whether the run ended with exit code 0.
+func (p *process) exitedCleanly() (exit error, clean bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.done == nil || !isClosed(p.done) {
-		return nil
+	switch {
+	case p.done == nil || !isClosed(p.done):
+		return nil, false
+	case p.exitErr != nil:
+		return fmt.Errorf("%s exited: %w", p.name, p.exitErr), false
 	}
-	if p.exitErr != nil {
-		return fmt.Errorf("%s exited: %w", p.name, p.exitErr)
-	}
-	return fmt.Errorf("%s exited", p.name)
+	return fmt.Errorf("%s exited", p.name), true
 }
 
 // errNotRunning says a signal found the process gone: never started, stopped
