@@ -293,7 +293,12 @@ func (r *run) healMember() (string, error) {
 // decided on the outage that is ending): the member then learns so from its peers and exits, as
 // any removed member does, and the re-join at the end of the scenario brings it back.
 func (r *run) startMember(i int) string {
-	if !r.w.members[i].StartUnlessRemoved(r.t) {
+	serving := r.w.members[i].StartUnlessRemoved(r.t)
+	// Back only now: the start took a while, which the policy's slack must not lose.
+	r.mu.Lock()
+	r.backLocked(i)
+	r.mu.Unlock()
+	if !serving {
 		return " (removed meanwhile: it exited)"
 	}
 	return ""

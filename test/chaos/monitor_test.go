@@ -228,6 +228,10 @@ func (r *run) notePolicyLeavesLocked(objs []v1alpha1.EtcdMember, now time.Time) 
 			continue
 		}
 		i := r.w.memberIndex(id)
+		if _, gone := r.former[id]; gone && i < 0 {
+			// Of a node re-joined since: its removal was judged before the re-join.
+			continue
+		}
 		if i < 0 {
 			r.violateLocked("policy "+obj.Spec.MemberID, "%s: the dead-member policy asked member %s to leave, which no node runs: %s", obj.Name, obj.Spec.MemberID, describe(obj))
 			continue

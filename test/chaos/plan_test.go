@@ -297,7 +297,7 @@ func (p *planState) next(r *rand.Rand) step {
 	if anyMayFail {
 		add(2, step{kind: killMember, member: r.IntN(p.n), leader: true})
 		add(1, step{kind: pauseMember, member: r.IntN(p.n), leader: true})
-		// Rare: each outage holds the scenario for outageHold and, once the policy removed the
+		// Rare: each outage holds the scenario up to outageBound and, once the policy removed the
 		// member, costs a re-join.
 		add(1, step{kind: outage, member: r.IntN(p.n)})
 	}

@@ -61,7 +61,10 @@ func (r *run) leave(i int, crash string) (string, error) {
 	case err == nil:
 	case !sent || refused(err):
 		r.mu.Lock()
-		delete(r.authorized, l.id)
+		// Only this leave's own: the monitor may have registered the policy's meanwhile.
+		if r.authorized[l.id] == l {
+			delete(r.authorized, l.id)
+		}
 		r.mu.Unlock()
 		return "", skip("%s: %v", m.Name, err)
 	default:
@@ -172,7 +175,7 @@ func (r *run) rejoinMember(i int) (string, error) {
 	if !quorumHolds(voters, down, pending) && !fromOne {
 		return "", skip("re-joining %s now could cost quorum", m.Name)
 	}
-	start, old := time.Now(), m.IDHex()
+	start, old, oldID := time.Now(), m.IDHex(), m.ID()
 	r.setMember(i, joining)
 	// The node comes back as a whole: an agent that went down with it, or was stopped with its
 	// removal, starts with it and waits for its etcd, as on a booting machine.
@@ -187,6 +190,7 @@ func (r *run) rejoinMember(i int) (string, error) {
 	r.w.cluster.Rejoin(r.t, m, false)
 	r.setMember(i, up)
 	r.mu.Lock()
+	r.former[oldID] = i
 	r.pending &^= 1 << i
 	if l := r.leaveOfLocked(i); l != nil {
 		l.rejoined = true

@@ -32,12 +32,19 @@ const (
 func (r *run) restore() {
 	r.t.Helper()
 	r.healAll()
+	r.policyQuiet()
 	r.explainRemovals()
 	r.settleLeaves()
 	r.releaseLastVoters()
-	r.startKilledMembers()
+	if r.startKilledMembers() {
+		r.policyQuiet()
+		r.explainRemovals()
+		r.settleLeaves()
+	}
 	r.rejoinRemoved()
 	r.converge()
+	// Removals seen until the baseline came back are judged in their own scenario.
+	r.explainRemovals()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pending = 0
@@ -94,6 +101,28 @@ func (r *run) healAll() {
 	}
 }
 
+// policyQuiet waits, after the injector brought back a member that was down long enough for
+// the dead-member policy to ask for it, until a read of the objects has started policySlack later:
+// a request the policy decided on while the member was down shows there, and is registered
+// before the leaves settle and the removed members re-join.
+func (r *run) policyQuiet() {
+	r.t.Helper()
+	r.mu.Lock()
+	after := r.lateUp.Add(policySlack)
+	r.mu.Unlock()
+	err := r.await(settleBound, func(context.Context) error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.objectsRead.Before(after) {
+			return fmt.Errorf("no read of the objects has started since %s", after.Sub(r.start).Truncate(100*time.Millisecond))
+		}
+		return nil
+	})
+	if err != nil {
+		r.violate("policy quiet", "the objects could not be read within %s after a member came back: %v", settleBound, err)
+	}
+}
+
 // explainRemovals waits until the monitor has judged every removal it saw before any leave asked
 // for it: the policy's request, which explains it, goes from the object when its node re-joins.
 func (r *run) explainRemovals() {
@@ -115,23 +144,21 @@ func (r *run) explainRemovals() {
 // reason Removed, and etcd no longer lists the member), cancelled (the member stays and no Left
 // condition is left behind), or refused because the member is the last voter. With every fault
 // healed nothing else can hold a leave up for long: a refusal for quorum is re-checked every
-// second, and every voter is healthy again.
+// second, and every voter is healthy again. Each attempt takes the leaves afresh: the monitor
+// may register one the policy asked for meanwhile.
 func (r *run) settleLeaves() {
 	r.t.Helper()
-	r.mu.Lock()
-	leaves := slices.Clone(r.leaves)
-	r.mu.Unlock()
-	if len(leaves) == 0 {
-		return
-	}
 	start := time.Now()
+	var settled []*leaveRec
 	err := r.await(settleBound, func(ctx context.Context) error {
 		list, objs, err := r.snapshot(ctx)
 		if err != nil {
 			return err
 		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
 		var unsettled []error
-		for _, l := range leaves {
+		for _, l := range r.leaves {
 			if l.outcome != "" {
 				continue
 			}
@@ -141,14 +168,13 @@ func (r *run) settleLeaves() {
 				unsettled = append(unsettled, fmt.Errorf("%s: %s; Left went %v", l, describe(obj), l.reasons))
 				continue
 			}
-			r.mu.Lock()
 			l.outcome = out
 			r.c.outcomes[out]++
 			if out != outcomeLastVoter {
 				// Removed, or cancelled and settled: nothing more can come of it.
 				r.pending &^= 1 << l.member
 			}
-			r.mu.Unlock()
+			settled = append(settled, l)
 		}
 		return errors.Join(unsettled...)
 	})
@@ -156,8 +182,11 @@ func (r *run) settleLeaves() {
 		r.violate("settle", "leaves without an outcome %s after every fault was healed (%s): %v", settleBound, r.leaderInfo(), err)
 		return
 	}
+	if len(settled) == 0 {
+		return
+	}
 	var outs []string
-	for _, l := range leaves {
+	for _, l := range settled {
 		outs = append(outs, l.name+" "+l.outcome)
 	}
 	r.logf("  leaves settled in %s: %s", time.Since(start).Round(100*time.Millisecond), strings.Join(outs, ", "))
@@ -266,14 +295,15 @@ func (r *run) releaseLastVoters() {
 	}
 }
 
-// startKilledMembers starts the killed members etcd still lists: their leave was cancelled.
-func (r *run) startKilledMembers() {
+// startKilledMembers starts the killed members etcd still lists: their leave was cancelled. It
+// tells whether it started any.
+func (r *run) startKilledMembers() bool {
 	r.t.Helper()
 	r.mu.Lock()
 	down := slices.Clone(r.memberDown)
 	r.mu.Unlock()
 	if len(down) == 0 {
-		return
+		return false
 	}
 	var list memberSample
 	if err := framework.Poll(2*callTimeout, pollEvery, retried(func(ctx context.Context) error {
@@ -284,8 +314,9 @@ func (r *run) startKilledMembers() {
 		return err
 	})); err != nil {
 		r.violate("restore list", "reading the member list to restore the baseline: %v", err)
-		return
+		return false
 	}
+	started := false
 	for _, i := range down {
 		m := r.w.members[i]
 		if !list.has(m.ID()) {
@@ -293,8 +324,10 @@ func (r *run) startKilledMembers() {
 		}
 		r.setMember(i, up)
 		removed := r.startMember(i)
+		started = true
 		r.logf("  started etcd %s%s%s, whose leave was not carried out", m.Name, removed, r.bringNode(i))
 	}
+	return started
 }
 
 // rejoinRemoved brings every member etcd no longer lists back as a new member.

@@ -48,7 +48,11 @@ type leaveRec struct {
 }
 
 func (l *leaveRec) String() string {
-	return fmt.Sprintf("leave of %s (member %s, scenario %d)", l.name, l.idHex, l.scenario)
+	by := ""
+	if l.policy {
+		by = " asked by the dead-member policy"
+	}
+	return fmt.Sprintf("leave of %s (member %s, scenario %d)%s", l.name, l.idHex, l.scenario, by)
 }
 
 // violation is a broken invariant.
@@ -76,8 +80,9 @@ type counts struct {
 }
 
 // run is one chaos run: the world, the injector's bookkeeping and what the monitors saw. mu
-// guards everything the monitors read; the injector (the test goroutine) is the only writer of
-// the fault state, so it may read that without the lock.
+// guards everything the monitors read or write; the injector (the test goroutine) is the only
+// writer of the fault state (member, agent and the lists of what is down), so it may read that
+// without the lock. The monitor registers the policy's leaves (leaves, authorized, pending).
 type run struct {
 	t     *testing.T
 	cfg   config
@@ -109,9 +114,14 @@ type run struct {
 	reported   map[string]bool
 	// exitSeen is when a member process was first seen gone while etcd still listed it.
 	exitSeen map[string]time.Time
-	// upSince is when the injector last left each member up (or started it); zero: since the
-	// run began.
-	upSince []time.Time
+	// upSince is when the injector last brought each member back (resumed, or started and
+	// serving); zero: up since the run began. downSince is when it last took each down.
+	upSince, downSince []time.Time
+	// lateUp is when a member down long enough for the dead-member policy to ask for it last came
+	// back: restore waits for a read of the objects that shows what the policy decided meanwhile.
+	lateUp time.Time
+	// former maps the member IDs of re-joined nodes to their node.
+	former map[uint64]int
 	// unexplained are removals no leave asked for yet, by member ID, with when the monitor saw
 	// each: the policy's request may reach the monitor after the removal it led to.
 	unexplained map[uint64]unexplained
@@ -138,7 +148,8 @@ func newRun(t *testing.T, cfg config, w *world) *run {
 		t: t, cfg: cfg, w: w, n: n, all: uint(1)<<n - 1, start: time.Now(),
 		member: make([]fault, n), agent: make([]fault, n), armed: make([]string, n),
 		authorized: map[uint64]*leaveRec{}, reported: map[string]bool{}, exitSeen: map[string]time.Time{},
-		upSince: make([]time.Time, n), unexplained: map[uint64]unexplained{},
+		upSince: make([]time.Time, n), downSince: make([]time.Time, n), unexplained: map[uint64]unexplained{},
+		former: map[uint64]int{},
 	}
 	r.c.faults, r.c.outcomes = map[string]int{}, map[string]int{}
 	r.c.crashArmed, r.c.crashHit = map[string]int{}, map[string]int{}
@@ -205,14 +216,26 @@ func (r *run) voterBits() uint {
 func (r *run) setMember(i int, f fault) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if f == up && r.member[i] != up {
-		r.upSince[i] = time.Now()
+	switch was := r.member[i]; {
+	case f == up && was != up && was != joining:
+		r.backLocked(i)
+	case f != up && was == up:
+		r.downSince[i] = time.Now()
 	}
 	r.member[i] = f
 	if f == up || f == joining {
 		r.memberDown = slices.DeleteFunc(r.memberDown, func(j int) bool { return j == i })
 	} else if !slices.Contains(r.memberDown, i) {
 		r.memberDown = append(r.memberDown, i)
+	}
+}
+
+// backLocked records that member i is back from a fault now.
+func (r *run) backLocked(i int) {
+	now := time.Now()
+	r.upSince[i] = now
+	if !r.downSince[i].IsZero() && now.Sub(r.downSince[i]) >= policyAfter {
+		r.lateUp = now
 	}
 }
 
@@ -265,7 +288,7 @@ func (r *run) summary() string {
 	fmt.Fprintf(&b, "  scenarios   %d of %d (%d crash-point scenarios, %d with a network fault)\n", c.scenarios, r.cfg.total(), sum(c.crashArmed), c.netScenarios)
 	fmt.Fprintf(&b, "  steps       %d run, %d skipped as no longer fitting\n", c.steps, c.skipped)
 	fmt.Fprintf(&b, "  faults      %d: %s\n", sum(c.faults), render(c.faults))
-	fmt.Fprintf(&b, "  leaves      %d (%d cancelled, %d asked by the dead-member policy after %d outages), outcomes: %s\n", c.leaves, c.cancels, c.policyLeaves, c.outages, render(c.outcomes))
+	fmt.Fprintf(&b, "  leaves      %d sent by the harness (%d cancelled) and %d asked by the dead-member policy (%d outage steps), outcomes: %s\n", c.leaves, c.cancels, c.policyLeaves, c.outages, render(c.outcomes))
 	fmt.Fprintf(&b, "  refusals    %d leaves refused at least once (QuorumAtRisk or LastVoter); %d handed over; %d met an etcd error\n", c.refusals, c.handOvers, c.etcdErrors)
 	fmt.Fprintf(&b, "  removals    %d seen in etcd's member list; %d re-joins\n", c.removals, c.rejoins)
 	fmt.Fprintf(&b, "  crash points armed %s, hit %s\n", render(c.crashArmed), render(c.crashHit))

@@ -321,19 +321,26 @@ func (c *Cluster) join(t TB, m *Member, learner bool) {
 	// (sent through a member cut off from etcd's leader, it is applied and never answered).
 	lost := false
 	err = poll(memberReadyTimeout, func(ctx context.Context) error {
+		if lost {
+			// Looked for before adding again: an applied voter add counts against etcd's strict
+			// reconfiguration check, which would refuse the retry for another reason.
+			r, err := addedEarlier(ctx, cli, m.PeerURL(), learner)
+			if err != nil || r != nil {
+				resp = r
+				return err
+			}
+		}
 		r, err := add(ctx, []string{m.PeerURL()})
 		switch {
 		case err == nil:
 			resp = r
 			return nil
-		case lost && (errors.Is(err, rpctypes.ErrPeerURLExist) || errors.Is(err, rpctypes.ErrMemberExist)):
-			// The add landed before. etcd derives a new member's ID from its peer URLs and the
-			// second it was added, so a retry within that second meets the same ID.
-			r, err := addedEarlier(ctx, cli, m.PeerURL())
-			resp = r
-			return err
 		case answerLost(err):
 			lost = true
+			return err
+		case lost && (errors.Is(err, rpctypes.ErrPeerURLExist) || errors.Is(err, rpctypes.ErrMemberExist)):
+			// Applied since the look: the next attempt finds it. etcd derives a member's ID
+			// from its peer URLs and the second of the add, so a duplicate may meet the ID first.
 			return err
 		case rejectedForNow(err):
 			return err
@@ -440,6 +447,11 @@ var errLearnerRefuses = rpctypes.Error(rpctypes.ErrGRPCNotSupportedForLearner)
 // five seconds, which is the case right after a cluster starts or a member
 // restarts; and a learner refuses every change, which the next attempt sends
 // to another member.
+func rejectedForNow(err error) bool {
+	return errors.Is(err, rpctypes.ErrUnhealthy) || errors.Is(err, rpctypes.ErrMemberNotEnoughStarted) ||
+		errors.Is(err, errLearnerRefuses)
+}
+
 // answerLost tells whether a call failed without an answer from etcd, so that it may have been
 // applied.
 func answerLost(err error) bool {
@@ -452,27 +464,24 @@ func answerLost(err error) bool {
 	return code == codes.Unavailable || code == codes.DeadlineExceeded
 }
 
-// addedEarlier answers for an add of peerURL that etcd applied although its answer was lost: the
-// member that has that peer URL and has not started, and the membership as it is now.
-func addedEarlier(ctx context.Context, cli *clientv3.Client, peerURL string) (*clientv3.MemberAddResponse, error) {
+// addedEarlier finds an add of peerURL that etcd applied although its answer was lost: the
+// member that has that peer URL, has not started and is a learner exactly when the add asked
+// for one, with the membership as it is now; nil when etcd lists no member with that peer URL.
+func addedEarlier(ctx context.Context, cli *clientv3.Client, peerURL string, learner bool) (*clientv3.MemberAddResponse, error) {
 	list, err := cli.MemberList(ctx)
 	if err != nil {
 		return nil, err
 	}
 	for _, mm := range list.Members {
-		if slices.Contains(mm.PeerURLs, peerURL) {
-			if mm.Name != "" {
-				return nil, Stop(fmt.Errorf("peer URL %s belongs to started member %s (%x), not to an add of ours", peerURL, mm.Name, mm.ID))
-			}
-			return &clientv3.MemberAddResponse{Header: list.Header, Member: mm, Members: list.Members}, nil
+		if !slices.Contains(mm.PeerURLs, peerURL) {
+			continue
 		}
+		if mm.Name != "" || mm.IsLearner != learner {
+			return nil, Stop(fmt.Errorf("peer URL %s belongs to member %x (name %q, learner=%v), not to an add of ours (learner=%v)", peerURL, mm.ID, mm.Name, mm.IsLearner, learner))
+		}
+		return &clientv3.MemberAddResponse{Header: list.Header, Member: mm, Members: list.Members}, nil
 	}
-	return nil, fmt.Errorf("etcd refused the add of %s as a duplicate, but lists no member with it", peerURL)
-}
-
-func rejectedForNow(err error) bool {
-	return errors.Is(err, rpctypes.ErrUnhealthy) || errors.Is(err, rpctypes.ErrMemberNotEnoughStarted) ||
-		errors.Is(err, errLearnerRefuses)
+	return nil, nil
 }
 
 // waitAgreement waits until every member, asked on its own endpoint, lists

@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// TestAddedEarlier: when a retried add meets etcd's duplicate refusal, the add whose answer was
-// lost is found again by its peer URL; a started member's peer URL never passes for it.
+// TestAddedEarlier: an add whose answer was lost is found again by its peer URL, and only an
+// unstarted member of the kind asked for passes for it.
 func TestAddedEarlier(t *testing.T) {
 	t.Parallel()
 	c := NewCluster(t, ClusterConfig{Size: 1})
@@ -31,18 +31,23 @@ func TestAddedEarlier(t *testing.T) {
 	if _, err := cli.MemberAddAsLearner(ctx, []string{peerURL}); !errors.Is(err, rpctypes.ErrPeerURLExist) && !errors.Is(err, rpctypes.ErrMemberExist) {
 		t.Fatalf("adding %s again: %v, want %v or %v", peerURL, err, rpctypes.ErrPeerURLExist, rpctypes.ErrMemberExist)
 	}
-	got, err := addedEarlier(ctx, cli, peerURL)
+	got, err := addedEarlier(ctx, cli, peerURL, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Member.ID != added.Member.ID || len(got.Members) != 2 {
-		t.Errorf("addedEarlier found member %x among %d, want %x among 2", got.Member.ID, len(got.Members), added.Member.ID)
+	if got == nil || got.Member.ID != added.Member.ID || len(got.Members) != 2 {
+		t.Fatalf("addedEarlier(%s) = %+v, want member %x among 2", peerURL, got, added.Member.ID)
+	}
+	var stop stopError
+	if _, err := addedEarlier(ctx, cli, peerURL, false); !errors.As(err, &stop) {
+		t.Errorf("addedEarlier(%s) for a voter add = %v, want an error that stops the retries: the member is a learner", peerURL, err)
 	}
 	started := c.Members()[0]
-	_, err = addedEarlier(ctx, cli, started.PeerURL())
-	var stop stopError
-	if !errors.As(err, &stop) || !strings.Contains(err.Error(), "started member") {
+	if _, err := addedEarlier(ctx, cli, started.PeerURL(), false); !errors.As(err, &stop) || !strings.Contains(err.Error(), started.EtcdName()) {
 		t.Errorf("addedEarlier(%s, the started member's peer URL) = %v, want an error that stops the retries", started.PeerURL(), err)
+	}
+	if got, err := addedEarlier(ctx, cli, "http://127.0.0.1:2", true); got != nil || err != nil {
+		t.Errorf("addedEarlier for a peer URL nobody has = %+v, %v; want nil, nil", got, err)
 	}
 }
 
