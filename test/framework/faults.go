@@ -82,10 +82,10 @@ func (l *Link) Delay(latency, jitter time.Duration, dir Direction) {
 	}
 }
 
-// Heal lifts every fault. After a Blackhole (in either direction) it then closes every connection
-// the link carries, those that lost no bytes too, as a network partition that outlasts TCP's
-// patience would close them, rather than leave them to resume with a hole in their stream; the
-// clients dial again.
+// Heal lifts every fault. After a Blackhole (in either direction) it closes every connection the
+// link carries before the bytes flow again, those that lost no bytes too, as a network partition
+// that outlasts TCP's patience would close them, rather than let them resume with a hole in their
+// stream; the clients dial again.
 func (l *Link) Heal() {
 	l.p.heal(tx)
 	l.p.heal(rx)
@@ -127,9 +127,9 @@ func (l *PeerLink) Delay(latency, jitter time.Duration) {
 	l.streams.delay(rx, latency, jitter)
 }
 
-// Heal lifts the link's faults and, after a Blackhole, closes every connection the link carries:
-// the sender's posts to the receiver and the receiver's streams from the sender, which rafthttp
-// dials again. The connections of the other direction are not the link's and stay open.
+// Heal lifts the link's faults and, after a Blackhole, closes every connection the link carries
+// before the sender's messages flow again: the sender's posts to the receiver and the receiver's
+// streams from the sender, which rafthttp dials again. The connections of the other direction are not the link's and stay open.
 func (l *PeerLink) Heal() {
 	l.posts.heal(tx)
 	l.streams.heal(rx)
