@@ -229,39 +229,7 @@ func (m *Member) Start(t TB) {
 func (m *Member) StartUnlessRemoved(t TB) (serving bool) {
 	t.Helper()
 	m.launch(t, m.c.etcd(t))
-	url := m.ListenClientURL()
-	cli, err := newClient([]string{url}, m.c.tlsCfg)
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	defer func() { _ = cli.Close() }()
-	needLeader := m.c.majorityRunning()
-	removed := false
-	err = Poll(memberReadyTimeout, pollInterval, PerAttempt(attemptTimeout, func(ctx context.Context) (bool, error) {
-		st, err := cli.Status(ctx, url)
-		switch {
-		case err == nil && (!needLeader || st.Leader != 0):
-			m.mu.Lock()
-			m.id = st.Header.MemberId
-			m.mu.Unlock()
-			return true, nil
-		case err == nil:
-			err = errors.New("no leader")
-		}
-		exit, clean := m.proc.exitedCleanly()
-		switch {
-		case exit == nil:
-			return false, err
-		case clean:
-			removed = true
-			return true, nil
-		}
-		return false, Stop(errors.Join(exit, err))
-	}))
-	if err != nil {
-		t.Fatalf("%s: not serving on %s: %v (log: %s)", m.proc.name, url, err, m.proc.logPath)
-	}
-	return !removed
+	return !m.waitServingOrRemoved(t, m.c.majorityRunning(), true)
 }
 
 // Restart stops the member with SIGTERM and starts it again.
@@ -368,13 +336,20 @@ func (m *Member) args() []string {
 // (and reports a leader if needLeader), and records the ID it reports.
 func (m *Member) waitServing(t TB, needLeader bool) {
 	t.Helper()
+	m.waitServingOrRemoved(t, needLeader, false)
+}
+
+// waitServingOrRemoved is waitServing that, when removedOK, also ends when the
+// member exits without error, as a removed one does, and reports that.
+func (m *Member) waitServingOrRemoved(t TB, needLeader, removedOK bool) (removed bool) {
+	t.Helper()
 	url := m.ListenClientURL()
 	cli, err := newClient([]string{url}, m.c.tlsCfg)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
 	defer func() { _ = cli.Close() }()
-	m.proc.waitReady(t, memberReadyTimeout, "not serving on "+url, func(ctx context.Context) error {
+	return m.proc.waitReadyOrExit(t, memberReadyTimeout, "not serving on "+url, func(ctx context.Context) error {
 		st, err := cli.Status(ctx, url)
 		if err != nil {
 			return err
@@ -386,5 +361,5 @@ func (m *Member) waitServing(t TB, needLeader bool) {
 		m.id = st.Header.MemberId
 		m.mu.Unlock()
 		return nil
-	})
+	}, removedOK)
 }

@@ -103,14 +103,9 @@ func (p *process) responsive() bool {
 	return p.done != nil && !isClosed(p.done) && !p.paused
 }
 
-// exited reports why the last run ended, or nil while it is still running, so
-// that readiness waits can give up as soon as the process dies.
-func (p *process) exited() error {
-	exit, _ := p.exitedCleanly()
-	return exit
-}
-
-// exitedCleanly is exited, and whether the run ended with exit code 0.
+// exitedCleanly reports why the last run ended, or nil while it is still
+// running, so that readiness waits can give up as soon as the process dies; and
+// whether it ended with exit code 0.
 func (p *process) exitedCleanly() (exit error, clean bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -221,19 +216,32 @@ func (p *process) wait(timeout time.Duration) bool {
 // passes or the process exits first.
 func (p *process) waitReady(t TB, timeout time.Duration, what string, check func(context.Context) error) {
 	t.Helper()
+	p.waitReadyOrExit(t, timeout, what, check, false)
+}
+
+// waitReadyOrExit is waitReady that, when cleanExitOK, also ends at an exit with
+// code 0 and reports it: a removed etcd member exits so.
+func (p *process) waitReadyOrExit(t TB, timeout time.Duration, what string, check func(context.Context) error, cleanExitOK bool) (exited bool) {
+	t.Helper()
 	err := Poll(timeout, pollInterval, PerAttempt(attemptTimeout, func(ctx context.Context) (bool, error) {
 		err := check(ctx)
 		if err == nil {
 			return true, nil
 		}
-		if aerr := p.exited(); aerr != nil {
-			return false, Stop(fmt.Errorf("%w (last error: %w)", aerr, err))
+		aerr, clean := p.exitedCleanly()
+		switch {
+		case aerr == nil:
+			return false, err
+		case clean && cleanExitOK:
+			exited = true
+			return true, nil
 		}
-		return false, err
+		return false, Stop(fmt.Errorf("%w (last error: %w)", aerr, err))
 	}))
 	if err != nil {
 		t.Fatalf("%s: %s: %v (log: %s)", p.name, what, err, p.logPath)
 	}
+	return exited
 }
 
 // tail returns the last n lines of the log, each prefixed with the process
