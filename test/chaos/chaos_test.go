@@ -32,11 +32,11 @@ const (
 	members = 4
 	// The short run inside `make test`: a fixed seed whose five scenarios include both crash
 	// points, two leaves on a cluster with a member down (the second must be refused until it
-	// is back), a re-join while a leave is in flight (with no network fault in place), an
+	// is back), a re-join mid-scenario (no network fault, no other leave pending), an
 	// apiserver crash, a partition (a link between the etcd leader and another member cut
 	// both ways) and an outage for the dead-member policy; TestShortRunCoversItsCases checks the
 	// plan still does.
-	shortSeed      = 2113925
+	shortSeed      = 1033762
 	shortScenarios = 5
 )
 

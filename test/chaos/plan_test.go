@@ -412,7 +412,14 @@ func TestPlanIsDeterministic(t *testing.T) {
 }
 
 // shortRunMisses lists what the first n scenarios of seed lack of what the short run in
-// `make test` must cover.
+// `make test` must cover. Outages and re-joins count only where the injector cannot skip them,
+// which the plan alone can tell only in a scenario that took no other member down before them: the
+// dead-member policy may ask any member down for a few seconds to leave, and a heal planned while
+// a network fault is in place does not happen. So an outage counts when no member went down and
+// no leave was asked before it (the policy keeps --min-voters=3 of the four), and a re-join when
+// besides that no network fault is in place and no other member's leave may be pending (a
+// skipped re-join leaves its member's pending). A second leave with a member down counts unless
+// its member is the outage's, whose leave the policy has already asked.
 func shortRunMisses(seed uint64, n int) []string {
 	want := map[string]bool{}
 	for index := 1; index <= n; index++ {
@@ -422,25 +429,36 @@ func shortRunMisses(seed uint64, n int) []string {
 			continue
 		}
 		var down, leaves int
+		var leaving, outaged, wentDown uint
 		net := false
 		for _, s := range sc.steps {
+			bit := uint(1) << s.member
 			switch s.kind {
 			case killMember, pauseMember:
 				down++
+				wentDown |= bit
 			case outage:
+				if wentDown == 0 && leaves == 0 {
+					want["an outage past --remove-unreachable-after"] = true
+				}
 				down++
-				want["an outage past --remove-unreachable-after"] = true
+				wentDown |= bit
+				outaged |= bit
 			case healMember:
 				down = max(down-1, 0)
 			case leave:
+				if outaged&bit != 0 {
+					continue
+				}
 				leaves++
+				leaving |= bit
 				if leaves >= 2 && down > 0 {
 					want["two leaves with a member down"] = true
 				}
 			case rejoin:
-				// The injector skips a re-join while a network fault is in place.
-				if !net {
-					want["a re-join while a leave is in flight"] = true
+				if !net && wentDown&^bit == 0 && leaving&^bit == 0 {
+					want["a re-join mid-scenario"] = true
+					leaving &^= bit
 				}
 			case cutOneWay, slowPeers, cutAgentEtcd:
 				net = true
@@ -459,7 +477,7 @@ func shortRunMisses(seed uint64, n int) []string {
 	var misses []string
 	for _, need := range []string{
 		"crash point " + failpoint.LeaveBeforeRemove, "crash point " + failpoint.LeaveAfterRemove,
-		"two leaves with a member down", "a re-join while a leave is in flight", "an apiserver crash", "a partition",
+		"two leaves with a member down", "a re-join mid-scenario", "an apiserver crash", "a partition",
 		"an outage past --remove-unreachable-after",
 	} {
 		if !want[need] {
