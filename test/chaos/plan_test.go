@@ -495,8 +495,9 @@ func TestShortRunCoversItsCases(t *testing.T) {
 }
 
 // TestOutagesAreCommon: the dead-member policy is the one path where etcdmember removes a member
-// no one named, so a long run must take members down past --remove-unreachable-after often enough
-// to see it act more than a handful of times. The seeds here stand for the random ones of `make chaos`.
+// no one named, so a long run must take members down past --remove-unreachable-after often
+// enough to see it act more than a handful of times. The seeds here stand for the random ones of
+// `make chaos`.
 func TestOutagesAreCommon(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
 		outages := 0
