@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -390,11 +391,17 @@ func TestPluginLeave(t *testing.T) {
 	watchCtx, stopWatch := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stopWatch()
 	watch := e.api.PluginCommand(t, watchCtx, nil, "list", "-w")
-	var watched bytes.Buffer
+	var watched lockedBuffer
 	watch.Stdout = &watched
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// The leave starts once the list is printed, so the watch is open from the list's resource
+	// version: a CI run of 79e7004 on a loaded machine had the leave done before the watch
+	// printed anything, and stopped it empty.
+	framework.Eventually(t, settle, pollEvery, "list -w printing its list", func(context.Context) (bool, error) {
+		return strings.Contains(watched.String(), "NAME"), nil
+	})
 
 	// --timeout stays under the framework's own bound, so that a hang shows the plugin's message.
 	run = e.plugin("leave", first.Name, second.Name, "--timeout", "45s")
@@ -548,4 +555,22 @@ func TestPluginPruneStale(t *testing.T) {
 	if run.Code != 0 || !strings.Contains(run.Stderr, "Nothing to prune.") {
 		t.Errorf("prune-stale after pruning: %s", run.Output())
 	}
+}
+
+// lockedBuffer is an output buffer that a test can read while a command writes to it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
