@@ -127,27 +127,19 @@ func newEnv(t *testing.T, cfg envConfig) *env {
 // already changed. Anything else runs once.
 func (e *env) kubectl(args ...string) string {
 	e.t.Helper()
+	if args[0] != "get" && args[0] != "patch" {
+		return e.api.MustKubectl(e.t, args...)
+	}
 	what := "kubectl " + strings.Join(args, " ")
 	var out string
-	switch args[0] {
-	case "get":
-		e.retry(what, func(context.Context) error {
-			var err error
-			out, err = e.api.Kubectl(e.t, args...)
-			return err
-		})
-	case "patch":
-		e.retry(what, func(context.Context) error {
-			var err error
-			out, err = e.api.Kubectl(e.t, args...)
-			if err != nil && !strings.Contains(out, "raft: stopped") {
-				e.t.Fatalf("%s: %v\n%s", what, err, out)
-			}
-			return err
-		})
-	default:
-		out = e.api.MustKubectl(e.t, args...)
-	}
+	e.retry(what, func(context.Context) error {
+		var err error
+		out, err = e.api.Kubectl(e.t, args...)
+		if err != nil && args[0] == "patch" && !strings.Contains(out, "raft: stopped") {
+			e.t.Fatalf("%s: %v\n%s", what, err, out)
+		}
+		return err
+	})
 	return out
 }
 
