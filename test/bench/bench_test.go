@@ -22,10 +22,10 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/internal/agent"
 )
 
-// What one run measures, sized to keep `make bench` near a quarter of an hour on 2 cores besides
-// the outage's fixed outageWindow (10 minutes): each
-// leave or MemberRemove cycle costs about 8s, nearly all of it the re-join (a member that joins
-// by snapshot often publishes itself only after its first attempt times out, 7s).
+// What one run measures, sized to keep `make bench` near 45 minutes on 2 cores, the outage's fixed
+// outageWindow (10 minutes) included: each leave cycle (a leave, a raw MemberRemove and a
+// least-cost leave) costs about 35s, nearly all of it the three re-joins (a member that joins by
+// snapshot often publishes itself only after its first attempt times out, 7s).
 const (
 	leaveCycles    = 30
 	failoverRuns   = 5

@@ -15,23 +15,26 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
-// benchLeave times leaves against raw MemberRemoves of the same kind of member on one cluster,
-// interleaved so that both see the same machine load, then times failovers with the tests'
-// agent timings.
+// benchLeave times leaves against raw MemberRemoves and least-cost leaves (leastSample) of the
+// same kind of member on one cluster, interleaved so that all three see the same machine load,
+// then times failovers with the tests' agent timings.
 func benchLeave(t *testing.T, r *results) {
 	e := newEnv(t, 3)
+	e.createLeastConfigMap()
 	errorsBefore := e.memberRemoveErrors()
 	for i := range leaveCycles {
 		l := e.leaveOnce()
 		f := e.floorOnce()
+		least := e.leastOnce(i)
+		r.least = append(r.least, least)
 		r.leaveIntent = append(r.leaveIntent, l.intent)
 		r.leaveGone = append(r.leaveGone, l.gone)
 		r.leaveJoinedFalse = append(r.leaveJoinedFalse, l.joinedFalse)
 		r.leaveSteps = append(r.leaveSteps, l.steps)
 		r.floorGone = append(r.floorGone, f.gone)
 		r.floorRPC = append(r.floorRPC, f.rpc)
-		t.Logf("cycle %d/%d: leave intent %s, gone %s, Joined=False %s, leader's steps (ms) %v; MemberRemove gone %s (call %s)",
-			i+1, leaveCycles, l.intent, l.gone, l.joinedFalse, l.steps, f.gone, f.rpc)
+		t.Logf("cycle %d/%d: leave intent %s, gone %s, Joined=False %s, leader's steps (ms) %v; MemberRemove gone %s (call %s); least-cost leave gone %s (seen %s, ready %s, call %s)",
+			i+1, leaveCycles, l.intent, l.gone, l.joinedFalse, l.steps, f.gone, f.rpc, least.gone, least.seen, least.ready, least.rpc)
 	}
 	r.leaveRemoveErrors = e.memberRemoveErrors() - errorsBefore
 	r.failover[testTimings] = e.failovers(runsFromEnv(t, failoverRunsEnv, failoverRuns))

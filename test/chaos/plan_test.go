@@ -238,6 +238,11 @@ func (p *planState) netStep(r *rand.Rand) step {
 	return s
 }
 
+// anyFrozen tells whether a member taken down is frozen (SIGSTOP) rather than killed.
+func (p *planState) anyFrozen() bool {
+	return slices.ContainsFunc(p.memberDown, func(i int) bool { return p.killed&(1<<i) == 0 })
+}
+
 func bitsOf(members []int) uint {
 	var b uint
 	for _, i := range members {
@@ -326,8 +331,9 @@ func (p *planState) next(r *rand.Rand) step {
 	// delayed links every write is slow, and a member cut from etcd's leader serves no
 	// linearizable read and commits nothing, so each request the apiserver's client sends it
 	// waits out a timeout (seed 660826, scenario 2: /readyz still failing on rbac/bootstrap-roles
-	// after a minute). How long that takes is the apiserver's business, not etcdmember's.
-	if !p.apiRestarted && !p.raft {
+	// after a minute). A frozen member does the same to the requests that land on it, for half a
+	// minute each. How long that takes is the apiserver's business, not etcdmember's.
+	if !p.apiRestarted && !p.raft && !p.anyFrozen() {
 		add(1, step{kind: restartAPIServer})
 	}
 	if p.net {
