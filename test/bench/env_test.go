@@ -116,6 +116,24 @@ func (e *env) pickTarget() (target, stay *framework.Member) {
 	return nil, nil
 }
 
+// removal is one timed removal as it starts: the member to remove, a client on the leading
+// agent's member, which stays, and the arrival of the first member list without the target.
+type removal struct {
+	target *framework.Member
+	cli    *clientv3.Client
+	gone   <-chan time.Time
+}
+
+// startRemoval picks the member to remove (pickTarget), waits until etcd lets it go and starts
+// polling for its absence, until ctx ends.
+func (e *env) startRemoval(ctx context.Context) removal {
+	e.t.Helper()
+	target, stay := e.pickTarget()
+	e.waitRemovable()
+	cli := e.etcd[stay.Name]
+	return removal{target: target, cli: cli, gone: goneAt(ctx, cli, target.ID())}
+}
+
 // waitRemovable sleeps until etcd's strict reconfiguration check accepts a voter's removal.
 func (e *env) waitRemovable() { time.Sleep(time.Until(e.removableAt)) }
 

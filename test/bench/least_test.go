@@ -53,13 +53,10 @@ func (e *env) createLeastConfigMap() {
 
 func (e *env) leastOnce(cycle int) leastSample {
 	e.t.Helper()
-	target, stay := e.pickTarget()
-	id := target.ID()
-	e.waitRemovable()
 	ctx, cancel := context.WithTimeout(context.Background(), settle)
 	defer cancel()
-	cli := e.etcd[stay.Name]
-	gone := goneAt(ctx, cli, id)
+	rm := e.startRemoval(ctx)
+	target, id, cli := rm.target, rm.target.ID(), rm.cli
 	value := strconv.Itoa(cycle)
 	seen := watchUntil(ctx, e.t, e.client, &corev1.ConfigMapList{}, func(cm *corev1.ConfigMap) bool {
 		return cm.Annotations[leastAnnotation] == value
@@ -116,7 +113,7 @@ func (e *env) leastOnce(cycle int) leastSample {
 		seen:  seenAt.Sub(accepted),
 		ready: ready.Sub(seenAt),
 		rpc:   time.Since(ready),
-		gone:  await(ctx, e.t, gone, target.Name+" gone from etcd").Sub(accepted),
+		gone:  await(ctx, e.t, rm.gone, target.Name+" gone from etcd").Sub(accepted),
 	}
 	e.rejoin(target)
 	return s

@@ -51,13 +51,11 @@ type leaveSample struct {
 
 func (e *env) leaveOnce() leaveSample {
 	e.t.Helper()
-	target, stay := e.pickTarget()
-	id, idHex := target.ID(), target.IDHex()
-	e.waitRemovable()
 	ctx, cancel := context.WithTimeout(context.Background(), settle)
 	defer cancel()
-	gone := goneAt(ctx, e.etcd[stay.Name], id)
-	intent := intentStoredAt(ctx, e.t, e.etcd[stay.Name], id)
+	rm := e.startRemoval(ctx)
+	target, idHex := rm.target, rm.target.IDHex()
+	intent := intentStoredAt(ctx, e.t, rm.cli, target.ID())
 	joinedFalse := e.watchMember(ctx, target.Name, func(m *v1alpha1.EtcdMember) bool {
 		return m.Status.MemberID == idHex && m.RecordedGone()
 	})
@@ -65,7 +63,7 @@ func (e *env) leaveOnce() leaveSample {
 	accepted := time.Now()
 	s := leaveSample{
 		intent:      await(ctx, e.t, intent, target.Name+" removal intent").Sub(accepted),
-		gone:        await(ctx, e.t, gone, target.Name+" gone from etcd").Sub(accepted),
+		gone:        await(ctx, e.t, rm.gone, target.Name+" gone from etcd").Sub(accepted),
 		joinedFalse: await(ctx, e.t, joinedFalse, target.Name+" Joined=False").at.Sub(accepted),
 	}
 	s.steps = e.removalSteps(idHex)
@@ -79,22 +77,18 @@ type floorSample struct{ gone, rpc time.Duration }
 
 func (e *env) floorOnce() floorSample {
 	e.t.Helper()
-	target, stay := e.pickTarget()
-	id := target.ID()
-	e.waitRemovable()
 	ctx, cancel := context.WithTimeout(context.Background(), settle)
 	defer cancel()
-	cli := e.etcd[stay.Name]
-	gone := goneAt(ctx, cli, id)
+	rm := e.startRemoval(ctx)
 	callCtx, callCancel := context.WithTimeout(ctx, callTimeout)
 	defer callCancel()
 	start := time.Now()
-	if _, err := cli.MemberRemove(callCtx, id); err != nil {
-		e.t.Fatalf("MemberRemove %s: %v", target.Name, err)
+	if _, err := rm.cli.MemberRemove(callCtx, rm.target.ID()); err != nil {
+		e.t.Fatalf("MemberRemove %s: %v", rm.target.Name, err)
 	}
 	rpc := time.Since(start)
-	s := floorSample{gone: await(ctx, e.t, gone, target.Name+" gone from etcd").Sub(start), rpc: rpc}
-	e.rejoin(target)
+	s := floorSample{gone: await(ctx, e.t, rm.gone, rm.target.Name+" gone from etcd").Sub(start), rpc: rpc}
+	e.rejoin(rm.target)
 	return s
 }
 
