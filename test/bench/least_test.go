@@ -31,8 +31,9 @@ const (
 // on, with nothing else between them: the bench itself sees an object change through a watch,
 // then at once and in parallel reads a fresh member list, probes every other voter as the guard
 // does (a Status and a linearizable read each) and stores an intent, then calls MemberRemove. No
-// decision, fence, status write or controller machinery is in it: a leave by any design that
-// judges the cluster fresh and stores its intent before the removal costs at least this much.
+// decision, fence, status write or controller machinery is in it: on the same machine, a leave by
+// any design that judges the cluster fresh and stores its intent before the removal cannot expect
+// to be faster.
 type leastSample struct {
 	// seen is from the accepted patch to the watch event; ready from there until the list, the
 	// probes and the intent are all done; rpc is the MemberRemove call; gone is from the accepted
