@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"flag"
+	"os"
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -59,6 +60,9 @@ leader removes members whose object has spec.leave: true, one at a time, never i
 	f.StringSliceVar(&opts.AdvertisePeerURLs, "advertise-peer-urls", nil, "Peer URLs of the local member, comma-separated as for etcd. The agent checks that its etcd answers on each, then publishes them in status.advertisedPeerURLs, and the leader updates etcd's record. Empty: never.")
 	f.StringVar(&opts.OnRemovedExec, "on-removed-exec", "", "Shell command (/bin/sh -c) run once after this node's member was removed on request, and only once another etcd member confirms that it is gone, with ETCDMEMBER_NAME and ETCDMEMBER_MEMBER_ID set. Empty: none.")
 	f.DurationVar(&opts.OnRemovedTimeout, "on-removed-timeout", opts.OnRemovedTimeout, "How long the --on-removed-exec command may run before it is killed.")
+	f.StringVar(&opts.NodeName, "node-name", os.Getenv("NODE_NAME"), "Kubernetes Node this agent runs on, published in status.nodeName (default: the NODE_NAME environment variable). Empty: the member is bound to no Node.")
+	f.BoolVar(&opts.LeaveOnNodeDelete, "leave-on-node-delete", false, "Ask a member to leave when its bound Node is deleted, whoever deletes it (an operator, Terraform, Cluster API, a cloud node lifecycle controller), holding the Node with the etcdmember.io/etcd-member finalizer until the member has left, for --node-delete-hold at most. A kubelet that still runs re-creates its Node, but the member does not come back by itself: the node must re-join. Refused where k3s/RKE2 or k0s already manage etcd membership.")
+	f.DurationVar(&opts.NodeDeleteHold, "node-delete-hold", opts.NodeDeleteHold, "Under --leave-on-node-delete, how long a deleted Node is held for its member's leave; after it the Node goes and the leave stays pending until the quorum guard allows it.")
 	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	zapOpts.BindFlags(goFlags)
 	f.AddGoFlagSet(goFlags)

@@ -89,6 +89,25 @@ const (
 // gone, and the object never disappears while its member still votes.
 const FinalizerMember = "etcdmember.io/member"
 
+// FinalizerNode is held by the leading agent, under --leave-on-node-delete, on every Node bound
+// to a member that etcd lists (status.nodeName or spec.nodeName), so that deleting the Node asks
+// the member to leave and waits until it has left, or for --node-delete-hold at most.
+const FinalizerNode = "etcdmember.io/etcd-member"
+
+// Event reasons of the Node lifecycle (--leave-on-node-delete).
+const (
+	// ReasonNodeDeleted (Normal): the Node bound to the member is being deleted, so the leader
+	// asked the member to leave, as kubectl etcdmember leave would.
+	ReasonNodeDeleted = "NodeDeleted"
+	// ReasonNodeReleasedLeavePending (Warning): the Node's deletion waited --node-delete-hold for
+	// the member to leave; the leader let the Node go. The leave stays pending and completes by
+	// itself once the quorum guard allows it.
+	ReasonNodeReleasedLeavePending = "NodeReleasedLeavePending"
+	// ReasonNodeReleasedLeaveCancelled (Normal): the leave asked for the Node's deletion was
+	// cancelled (spec.leave set back to false), so the member stays and the Node goes.
+	ReasonNodeReleasedLeaveCancelled = "NodeReleasedLeaveCancelled"
+)
+
 // LabelDiscovered marks an object the leader created for a member no agent had registered: added
 // by hand, left over after an IP change or a wipe, never started, or sharing its name with another.
 const LabelDiscovered = "etcdmember.io/discovered"
@@ -150,8 +169,9 @@ const (
 	ReasonStalled = "Stalled"
 )
 
-// AnnotationLeaveReason records why the controller itself set spec.leave, under the opt-in
-// policy --remove-unreachable-after. Operators' own requests carry no such annotation.
+// AnnotationLeaveReason records why the controller itself set spec.leave, under one of the
+// opt-in policies --remove-unreachable-after and --leave-on-node-delete. Operators' own requests
+// carry no such annotation.
 const AnnotationLeaveReason = "etcdmember.io/leave-reason"
 
 // ReasonUnreachableMember is the Event reason of a leave the controller asked for because a

@@ -21,10 +21,19 @@ type EtcdMemberSpec struct {
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{1,16}$`
 	// +optional
 	MemberID string `json:"memberID,omitempty"`
+
+	// nodeName binds the member to a Kubernetes Node by the operator, for a member no agent
+	// binds (a discovered object, or etcd run where no agent has --node-name). When set it wins
+	// over status.nodeName. With the agents' --leave-on-node-delete, deleting that Node asks this
+	// member to leave. Nothing is ever bound by etcd name, hostname or address.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
 }
 
 // EtcdMemberStatus is what etcdmember observed of the member. Only the agents write it: the
-// agent on the member's node advertisedPeerURLs, the leading agent everything else, once the
+// agent on the member's node advertisedPeerURLs and nodeName, the leading agent everything else, once the
 // object records a member; binding it to a member (memberID) sets the whole status.
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.memberID) || has(self.memberID)",message="memberID cannot be unset once recorded"
 type EtcdMemberStatus struct {
@@ -67,6 +76,13 @@ type EtcdMemberStatus struct {
 	// +listType=atomic
 	// +optional
 	AdvertisedPeerURLs []string `json:"advertisedPeerURLs,omitempty"`
+
+	// nodeName is the Kubernetes Node the agent on the member's node runs on (its --node-name, by
+	// default the NODE_NAME environment variable), written by that agent only. Empty when the
+	// agent names no Node. spec.nodeName, when set, wins over it.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	NodeName string `json:"nodeName,omitempty"`
 
 	// isLearner is true while the member is a non-voting learner.
 	// +optional
@@ -142,6 +158,7 @@ type MemberHealth struct {
 // +kubebuilder:printcolumn:name="Leader",type=boolean,JSONPath=`.status.health.leader`
 // +kubebuilder:printcolumn:name="Leave",type=boolean,JSONPath=`.spec.leave`
 // +kubebuilder:printcolumn:name="Left",type=string,JSONPath=`.status.conditions[?(@.type=="Left")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EtcdMember struct {
 	metav1.TypeMeta   `json:",inline"`

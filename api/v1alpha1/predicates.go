@@ -29,6 +29,15 @@ func (m *EtcdMember) RecordedGone() bool {
 	return meta.IsStatusConditionFalse(m.Status.Conditions, ConditionJoined)
 }
 
+// BoundNode is the Kubernetes Node the member is bound to: spec.nodeName, set by an operator,
+// or else status.nodeName, published by the agent on the member's node. "" binds no Node.
+func (m *EtcdMember) BoundNode() string {
+	if m.Spec.NodeName != "" {
+		return m.Spec.NodeName
+	}
+	return m.Status.NodeName
+}
+
 // FindByMemberID returns the object that records member id (status.memberID, lowercase hex), or
 // nil. The agents and the leader keep one object per member, so the first match is the one.
 func (l *EtcdMemberList) FindByMemberID(id string) *EtcdMember {

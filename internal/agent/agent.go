@@ -71,6 +71,14 @@ type Options struct {
 	// empty runs nothing. OnRemovedTimeout bounds it.
 	OnRemovedExec    string
 	OnRemovedTimeout time.Duration
+
+	// NodeName is the Kubernetes Node this agent runs on, published in status.nodeName; empty
+	// binds no Node.
+	NodeName string
+	// LeaveOnNodeDelete makes the leader ask a member to leave when its bound Node is deleted,
+	// holding the Node's deletion until the member has left, for NodeDeleteHold at most.
+	LeaveOnNodeDelete bool
+	NodeDeleteHold    time.Duration
 }
 
 // DefaultOptions returns the defaults the CLI shows.
@@ -96,6 +104,7 @@ func DefaultOptions() Options {
 		LearnerStallTimeout:    controller.DefaultLearnerStallTimeout,
 		MinVoters:              controller.DefaultMinVoters,
 		OnRemovedTimeout:       5 * time.Minute,
+		NodeDeleteHold:         controller.DefaultNodeDeleteHold,
 	}
 }
 
@@ -133,6 +142,9 @@ func (o Options) Validate() error {
 		// removed for it.
 		errs = append(errs, fmt.Errorf("--remove-unreachable-after (%s) must be at least two probe intervals (%s)", o.RemoveUnreachableAfter, 2*o.ProbeInterval))
 	}
+	if o.NodeDeleteHold <= 0 {
+		errs = append(errs, fmt.Errorf("--node-delete-hold must be positive, got %s", o.NodeDeleteHold))
+	}
 	if o.MinVoters < 1 {
 		errs = append(errs, fmt.Errorf("--min-voters must be at least 1, got %d", o.MinVoters))
 	}
@@ -162,6 +174,11 @@ func Run(ctx context.Context, opts Options) error {
 	restConfig, err := opts.RESTConfig()
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	if opts.LeaveOnNodeDelete {
+		if err := refuseManagedMembership(ctx, restConfig); err != nil {
+			return err
+		}
 	}
 	etcdClient, err := etcd.New(etcd.Config{
 		Endpoints: opts.EtcdEndpoints, CACert: opts.EtcdCACert, Cert: opts.EtcdCert, Key: opts.EtcdKey,
@@ -201,6 +218,7 @@ func Run(ctx context.Context, opts Options) error {
 		Reader: mgr.GetAPIReader(), Client: writer, Etcd: etcdClient, Events: recorder,
 		Endpoint: opts.EtcdEndpoints[0], Name: opts.Name, Interval: opts.SyncInterval,
 		PeerURLs: peerURLs, OnRemoved: OnRemovedHook{Command: opts.OnRemovedExec, Timeout: opts.OnRemovedTimeout},
+		NodeName: opts.NodeName,
 	}
 	identityName := opts.Name
 	if identityName == "" {

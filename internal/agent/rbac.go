@@ -6,9 +6,13 @@ package agent
 // in kube-system only. The Lease rules name v1alpha1.LeaseName: kube-system also holds the Leases of
 // kube-controller-manager and kube-scheduler, which an agent must not be able to take. RBAC cannot
 // limit create by name, so create stays open (creating a Lease of another name takes nothing).
+// The leader reads Nodes' metadata and patches their finalizers (the node controller); RBAC cannot
+// narrow a patch to one field, so config/admission/node_guard.yaml refuses every other change an
+// agent's identity makes to a Node.
 
 // +kubebuilder:rbac:groups=etcdmember.io,resources=etcdmembers,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=etcdmember.io,resources=etcdmembers/status,verbs=update
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=kube-system,resources=leases,verbs=create
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=kube-system,resources=leases,resourceNames=etcdmember-leader,verbs=get;update
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=kube-system,resources=events,verbs=create

@@ -86,6 +86,9 @@ type Registrar struct {
 	PeerURLs []string
 	// OnRemoved runs after the local member was removed on request; a zero value does nothing.
 	OnRemoved OnRemovedHook
+	// NodeName is the Kubernetes Node this agent runs on, published in status.nodeName; empty
+	// publishes none, so that a flag taken away unbinds the member.
+	NodeName string
 
 	local      atomic.Uint64
 	registered atomic.Bool
@@ -372,11 +375,17 @@ func (r *Registrar) refreshOnce(ctx context.Context, obj *v1alpha1.EtcdMember, s
 		// The binding: the object is new, or was created empty by an earlier sync that stopped.
 		status.Observe(obj, self)
 	}
-	adv.apply(obj)
+	r.publish(obj, adv)
 	if equality.Semantic.DeepEqual(before.Status, obj.Status) {
 		return nil
 	}
 	return r.writeStatus(ctx, obj)
+}
+
+// publish writes the agent's own fields of status: the verified peer URLs and the Node name.
+func (r *Registrar) publish(obj *v1alpha1.EtcdMember, adv advertisement) {
+	adv.apply(obj)
+	obj.Status.NodeName = r.NodeName
 }
 
 // takeOver adopts an object that records another member ID. That is only right when the recorded
@@ -407,7 +416,7 @@ func (r *Registrar) takeOver(ctx context.Context, obj *v1alpha1.EtcdMember, self
 	}
 	log.Info("Re-joined under an existing name", "object", obj.Name, "memberID", etcd.IDString(self.ID), "previousMemberID", previous)
 	msg := status.Rejoin(obj, self)
-	adv.apply(obj)
+	r.publish(obj, adv)
 	if err := r.writeStatus(ctx, obj); err != nil {
 		return err
 	}

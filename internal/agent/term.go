@@ -13,6 +13,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
@@ -190,6 +191,21 @@ func (l *leadership) runTerm(ctx context.Context) error {
 	}
 	if err := mgr.Add(watcher); err != nil {
 		return err
+	}
+	metadataClient, err := metadata.NewForConfig(l.rest)
+	if err != nil {
+		return fmt.Errorf("creating the Node metadata client: %w", err)
+	}
+	nodeWatches := controller.NewNodeWatches(ctx, metadataClient)
+	if err := mgr.Add(nodeWatches); err != nil {
+		return err
+	}
+	nodes := &controller.NodeReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: l.events, Nodes: nodeWatches,
+		LeaveOnDelete: l.opts.LeaveOnNodeDelete, Hold: l.opts.NodeDeleteHold,
+	}
+	if err := nodes.SetupWithManager(mgr, nodeWatches); err != nil {
+		return fmt.Errorf("setting up the node controller: %w", err)
 	}
 	if err := mgr.Add(termStarted{l}); err != nil {
 		return err

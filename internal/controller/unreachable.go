@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
@@ -231,21 +232,30 @@ func errorStrings(errs []error) []string {
 	return out
 }
 
-// requestLeave sets spec.leave and the reason annotation by updating a copy, so the status
-// computed on m so far is kept for the reconcile's one status write (an update returns the
-// stored status); the watch on the changed object starts the leave. An update, not a patch: the
-// agents' RBAC grants no patch, and the resourceVersion makes it fail rather than act on an
-// object someone changed meanwhile.
+// requestLeave asks m to leave for the reason why, keeping the status computed on m so far for
+// the reconcile's one status write (an update returns the stored status); the watch on the
+// changed object starts the leave.
 func (r *LeaveReconciler) requestLeave(ctx context.Context, m *v1alpha1.EtcdMember, why string) error {
 	updated := m.DeepCopy()
-	updated.Spec.Leave, updated.Spec.MemberID = true, m.Status.MemberID
-	if updated.Annotations == nil {
-		updated.Annotations = map[string]string{}
-	}
-	updated.Annotations[v1alpha1.AnnotationLeaveReason] = why
-	if err := r.Client.Update(ctx, updated); err != nil {
-		return fmt.Errorf("asking %s to leave: %w", m.Name, err)
+	if err := askToLeave(ctx, r.Client, updated, why); err != nil {
+		return err
 	}
 	m.ObjectMeta, m.Spec = updated.ObjectMeta, updated.Spec
+	return nil
+}
+
+// askToLeave sets spec.leave, spec.memberID to the member m records, and the leave-reason
+// annotation, as the agents' policies ask (the admission policy allows an agent no leave without
+// the annotation). An update, not a patch: the agents' RBAC grants no patch on EtcdMembers, and
+// the resourceVersion makes it fail rather than act on an object someone changed meanwhile.
+func askToLeave(ctx context.Context, c client.Client, m *v1alpha1.EtcdMember, why string) error {
+	m.Spec.Leave, m.Spec.MemberID = true, m.Status.MemberID
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[v1alpha1.AnnotationLeaveReason] = why
+	if err := c.Update(ctx, m); err != nil {
+		return fmt.Errorf("asking %s to leave: %w", m.Name, err)
+	}
 	return nil
 }

@@ -85,7 +85,8 @@ func ClearLeave(m *v1alpha1.EtcdMember) bool {
 //
 // The advertisement goes with the rest because the leader makes etcd record advertised peer URLs:
 // kept, a node rebuilt at a new address would be moved back to its old one by whoever took the
-// object over before its new agent published its own.
+// object over before its new agent published its own. The Node name goes for the same reason: the
+// new member's agent publishes its own, and until then no Node's deletion removes the new member.
 func Rejoin(m *v1alpha1.EtcdMember, member etcd.Member) string {
 	previous := m.Status.MemberID
 	Observe(m, member)
@@ -94,7 +95,7 @@ func Rejoin(m *v1alpha1.EtcdMember, member etcd.Member) string {
 		Remove(m, c)
 	}
 	m.Status.Health = nil
-	m.Status.AdvertisedPeerURLs = nil
+	m.Status.AdvertisedPeerURLs, m.Status.NodeName = nil, ""
 	msg := fmt.Sprintf("Re-joined as member %s; the earlier member %s is gone from etcd.", m.Status.MemberID, previous)
 	Set(m, v1alpha1.ConditionJoined, metav1.ConditionTrue, v1alpha1.ReasonRejoined, msg)
 	return msg
