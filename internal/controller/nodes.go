@@ -22,6 +22,7 @@ import (
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/events"
+	"github.com/etcdmember/kubectl-etcdmember/internal/failpoint"
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
@@ -206,6 +207,7 @@ func (r *NodeReconciler) requestLeave(ctx context.Context, name string, node *me
 			// Asked and cancelled since the cached read: the next reconcile says so.
 			return nil
 		}
+		failpoint.Hit(failpoint.NodeBeforeLeaveRequest)
 		if err := askToLeave(rctx, r.Client, cur, why); err != nil {
 			return err
 		}

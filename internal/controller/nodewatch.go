@@ -80,7 +80,10 @@ func (w *NodeWatches) Node(ctx context.Context, name string, follow bool) (*meta
 	if !ok {
 		return nil, fmt.Errorf("watch of Node %s delivered a %T", name, obj)
 	}
-	return node.DeepCopy(), nil
+	node = node.DeepCopy()
+	// The metadata API answers as PartialObjectMetadata; a patch of it must name the Node's kind.
+	node.SetGroupVersionKind(nodeGVK)
+	return node, nil
 }
 
 // get reads the Node once.

@@ -38,8 +38,9 @@ func parse(v string) *action {
 	return a
 }
 
-// Hit exits the process or blocks when name is the armed failpoint. Only the leave controller,
-// one reconcile at a time, calls it, so fired needs no lock.
+// Hit exits the process or blocks when name is the armed failpoint. Each point is hit by one
+// controller, one reconcile at a time, and only the armed point reads or writes fired, so it
+// needs no lock.
 func Hit(name string) {
 	if armed == nil || armed.point != name {
 		return

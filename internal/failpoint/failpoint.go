@@ -29,4 +29,7 @@ const (
 	LeaveBeforeRemove = "leave-before-remove"
 	// LeaveAfterRemove is after MemberRemove succeeded and before the outcome was written.
 	LeaveAfterRemove = "leave-after-remove"
+	// NodeBeforeLeaveRequest is after the node controller saw a bound Node being deleted and decided
+	// to ask its member to leave, and before it wrote the request.
+	NodeBeforeLeaveRequest = "node-before-leave-request"
 )

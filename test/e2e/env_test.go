@@ -90,6 +90,9 @@ type envConfig struct {
 	// faultProxies puts the cluster's network paths behind fault proxies (framework.ClusterConfig's
 	// FaultProxies), for the network-fault scenarios.
 	faultProxies bool
+	// nodes registers a Node object per member, named like it, before the agents start, and starts
+	// each agent with --node-name set to it.
+	nodes bool
 }
 
 func newEnv(t *testing.T, cfg envConfig) *env {
@@ -116,7 +119,12 @@ func newEnv(t *testing.T, cfg envConfig) *env {
 	e.agentKubeconfig = agentKubeconfig
 	args := append([]string{"--kubeconfig=" + agentKubeconfig}, cfg.agentArgs...)
 	for _, name := range names {
-		e.agents[name] = framework.StartAgent(t, c.Member(name), api, args...)
+		agentArgs := args
+		if cfg.nodes {
+			api.RegisterNode(t, name)
+			agentArgs = append(slices.Clone(args), "--node-name="+name)
+		}
+		e.agents[name] = framework.StartAgent(t, c.Member(name), api, agentArgs...)
 	}
 	return e
 }

@@ -55,6 +55,15 @@ type Agent struct {
 // cluster it reaches m through a link of its own instead (EtcdLink).
 func StartAgent(t TB, m *Member, api *APIServer, args ...string) *Agent {
 	t.Helper()
+	a := NewAgent(t, m, api, args...)
+	a.Start(t)
+	return a
+}
+
+// NewAgent is StartAgent without the start, for an agent a test expects to refuse to start
+// (StartUnready).
+func NewAgent(t TB, m *Member, api *APIServer, args ...string) *Agent {
+	t.Helper()
 	var link *Link
 	if f := m.c.faults; f != nil {
 		// Among the cluster's links: they close at the cleanup of the cluster's owner, which the
@@ -75,7 +84,6 @@ func StartAgent(t TB, m *Member, api *APIServer, args ...string) *Agent {
 		metrics: net.JoinHostPort(m.IP(), fmt.Sprint(agentMetricsPort)),
 		link:    link,
 	}
-	a.Start(t)
 	return a
 }
 
