@@ -89,7 +89,9 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	follow := r.LeaveOnDelete && len(bound) > 0
+	// Only a Node bound to a member etcd lists is followed and held: the objects of members that
+	// left stay as history, bound to Nodes long gone, and need no watch.
+	follow := r.LeaveOnDelete && joinedAny(bound)
 	node, err := r.Nodes.Node(ctx, req.Name, follow)
 	if err != nil || node == nil {
 		return ctrl.Result{}, err
@@ -99,11 +101,10 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	case node.DeletionTimestamp == nil:
 		// A Node being deleted takes no new finalizer (the apiserver refuses it), so holding one
 		// only ever starts here.
-		want := follow && joinedAny(bound)
-		if want == held {
+		if follow == held {
 			return ctrl.Result{}, nil
 		}
-		return ctrl.Result{}, r.setFinalizer(ctx, node, want)
+		return ctrl.Result{}, r.setFinalizer(ctx, node, follow)
 	case !held:
 		// Being deleted, and not ours to hold: never held, or released already.
 		return ctrl.Result{}, nil

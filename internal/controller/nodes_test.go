@@ -155,13 +155,14 @@ func TestNodeFinalizerFollowsBinding(t *testing.T) {
 		t.Errorf("after spec.nodeName=worker-1: node-3 held %v, worker-1 held %v; want false, true", w.held("node-3"), w.held("worker-1"))
 	}
 
-	// A member that left etcd holds its Node no more.
+	// A member that left etcd holds its Node no more, and its object, kept as history, needs no
+	// watch of the Node.
 	w.askLeave("node-2")
 	w.mustReconcile("node-2")
 	w.expect("node-2", v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonRemoved, "after the leave")
 	w.reconcileNode("node-2")
-	if w.held("node-2") {
-		t.Errorf("the Node of a removed member is still held")
+	if w.held("node-2") || w.nodes.followed["node-2"] {
+		t.Errorf("the Node of a removed member: held %v, followed %v; want neither", w.held("node-2"), w.nodes.followed["node-2"])
 	}
 }
 

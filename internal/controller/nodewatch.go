@@ -107,7 +107,9 @@ func (w *NodeWatches) follow(ctx context.Context, name string) (*nodeWatch, erro
 	nw := w.watches[name]
 	if nw == nil {
 		informer := metadatainformer.NewFilteredMetadataInformer(w.client, nodeGVR, metav1.NamespaceAll, 0, cache.Indexers{},
-			func(o *metav1.ListOptions) { o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String() }).Informer()
+			func(o *metav1.ListOptions) {
+				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+			}).Informer()
 		if _, err := informer.AddEventHandler(w.handler(name)); err != nil {
 			w.mu.Unlock()
 			return nil, fmt.Errorf("watching Node %s: %w", name, err)
@@ -236,4 +238,3 @@ func ListNodes(ctx context.Context, client metadata.Interface, each func(*metav1
 		}
 	}
 }
-
