@@ -143,6 +143,14 @@ func TestShippedRBACIsLeastPrivilege(t *testing.T) {
 				!slices.Equal(rule.ResourceNames, []string{v1alpha1.LeaseName}) {
 				t.Errorf("%s lets the agents get or update Leases other than %s", where, v1alpha1.LeaseName)
 			}
+			// The node controller reads Nodes' metadata and patches their finalizers: no create,
+			// update or delete of a Node, no subresource (status, proxy) of one.
+			if slices.Contains(rule.Resources, "nodes") && slices.ContainsFunc(rule.Verbs, func(v string) bool { return !slices.Contains([]string{"get", "list", "watch", "patch"}, v) }) {
+				t.Errorf("%s grants more on Nodes than get, list, watch and patch", where)
+			}
+			if slices.ContainsFunc(rule.Resources, func(r string) bool { return strings.HasPrefix(r, "nodes/") }) {
+				t.Errorf("%s grants a subresource of Nodes", where)
+			}
 		}
 	}
 	if roles < 2 {
