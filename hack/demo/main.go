@@ -2,8 +2,9 @@
 // a kube-apiserver on top, the CRD and a node agent (`kubectl-etcdmember serve`) per member. It
 // then uses the plugin as an operator types it, through the real kubectl: `kubectl etcdmember
 // list`, `leave` (the member is gone from etcd, its object kept as history), `join` (a learner the
-// leader promotes), the node that left coming back wiped under its old name, and `prune-stale` on
-// the member a rebuilt node left behind. It cleans everything up.
+// leader promotes), the node that left coming back wiped under its old name, `prune-stale` on
+// the member a rebuilt node left behind, and `kubectl delete node` removing the Node's member
+// (--leave-on-node-delete). It cleans everything up.
 //
 // Run it with `make demo`, which builds the binaries first.
 package main
@@ -54,10 +55,10 @@ func demo(l *lab) {
 	step("Installing the CRD and the agent's RBAC")
 	show(l, api, "apply", "-k", "config/default")
 
-	step("Starting the node agent (kubectl-etcdmember serve) next to each member")
+	step("Registering a Node per member, as each node's kubelet would, and starting the node agent")
 	for _, m := range cluster.Members() {
-		framework.StartAgent(l, m, api)
-		fmt.Printf("    agent for %s registered its member\n", m.Name)
+		startNodeAgent(l, api, m)
+		fmt.Printf("    Node %s registered; its agent (kubectl-etcdmember serve %s) registered the member\n", m.Name, strings.Join(nodeArgs(m), " "))
 	}
 	waitHealthy(l, api, cluster)
 	plugin(l, api, nil, "list")
@@ -84,7 +85,7 @@ func demo(l *lab) {
 	}
 	fmt.Printf("\n$ cat join.env\n%s", indent(string(data)))
 	node4.StartWithSettings(l, framework.ReadEnvFile(l, file))
-	framework.StartAgent(l, node4, api)
+	startNodeAgent(l, api, node4)
 	fmt.Println("    node-4's etcd started with those settings, and its agent registered it")
 	name := objectFor(l, api, node4.IDHex())
 	show(l, api, "wait", resource+"/"+name, "--for=condition=Promoted", "--timeout=60s")
@@ -126,12 +127,35 @@ func demo(l *lab) {
 	plugin(l, api, nil, "prune-stale", "--unreachable-for", "3s", "--dry-run")
 	plugin(l, api, nil, "prune-stale", "--unreachable-for", "3s", "--yes")
 
+	step("Deleting node-3's Node: with --leave-on-node-delete, kubectl delete node is the leave")
+	show(l, api, "get", "nodes", "-o", "custom-columns=NAME:.metadata.name,FINALIZERS:.metadata.finalizers")
+	show(l, api, "delete", "node", "node-3")
+	fmt.Println("\n    kubectl delete node returned once etcd no longer listed node-3's member:")
+	etcdctl(l, cluster, "member", "list", "-w", "table")
+	show(l, api, "get", "events.events.k8s.io", "-n", "kube-system", "--field-selector", "regarding.name=node-3",
+		"-o", "custom-columns=TYPE:.type,REASON:.reason,NOTE:.note")
+	// A removed member's etcd exits by itself; the lab stops it in case it has not yet, so that
+	// the listing below waits only for the members that stay.
+	cluster.Member("node-3").Stop(l)
+
 	step("Where things stand")
 	waitHealthy(l, api, cluster)
-	plugin(l, api, nil, "list", "--etcd-endpoints", strings.Join(cluster.Endpoints(), ","))
+	plugin(l, api, nil, "list", "-o", "wide", "--etcd-endpoints", strings.Join(cluster.Endpoints(), ","))
 	etcdctl(l, cluster, "member", "list", "-w", "table")
 
 	step("Cleaning up")
+}
+
+// nodeArgs are the agent flags of the lab: the member's Node, and deleting that Node removes the
+// member.
+func nodeArgs(m *framework.Member) []string {
+	return []string{"--node-name=" + m.Name, "--leave-on-node-delete"}
+}
+
+// startNodeAgent registers m's Node, as its kubelet would, and starts m's agent bound to it.
+func startNodeAgent(l *lab, api *framework.APIServer, m *framework.Member) {
+	api.RegisterNode(l, m.Name)
+	framework.StartAgent(l, m, api, nodeArgs(m)...)
 }
 
 // plugin runs `kubectl etcdmember ARGS...` through the real kubectl with the plugin on PATH and

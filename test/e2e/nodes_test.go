@@ -120,6 +120,19 @@ func (e *env) assertRemovedForNode(m *framework.Member, id uint64) {
 func TestDeleteNodeRemovesMember(t *testing.T) {
 	t.Parallel()
 	e := newNodeEnv(t, envConfig{size: 3})
+	// What an operator sees: -o wide carries the Node each agent published.
+	wide := e.kubectl("get", "etcdmembers.etcdmember.io", "-o", "wide")
+	lines := strings.Split(strings.TrimSpace(wide), "\n")
+	col := strings.Index(lines[0], " NODE ") + 1
+	if col == 0 {
+		t.Fatalf("kubectl get -o wide has no NODE column:\n%s", wide)
+	}
+	for _, line := range lines[1:] {
+		name, _, _ := strings.Cut(line, " ")
+		if got, _, _ := strings.Cut(line[col:], " "); got != name {
+			t.Errorf("kubectl get -o wide: NODE of %s is %q, want %q:\n%s", name, got, name, wide)
+		}
+	}
 	target := otherThan(e, e.leaderAgent())
 	id := target.ID()
 
