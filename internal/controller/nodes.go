@@ -61,18 +61,22 @@ type NodeReconciler struct {
 	Clock clock.PassiveClock
 }
 
-// SetupWithManager registers the controller: a change of an EtcdMember reconciles the Node it is
-// bound to, before and after the change, and nodeEvents delivers the Nodes' own changes.
+// SetupWithManager registers the controller: nodeEvents delivers the Nodes' own changes and those
+// the sweep found holding the finalizer, and, under LeaveOnDelete, a change of an EtcdMember
+// reconciles the Node it is bound to, before and after the change. Without the option only the
+// sweep's Nodes are reconciled, to release them: the objects' changes cost no Node read then.
 func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager, nodeEvents *NodeWatches) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("node").
-		Watches(&v1alpha1.EtcdMember{}, handler.EnqueueRequestsFromMapFunc(boundNodeRequest)).
 		WatchesRawSource(nodeEvents.Source()).
 		WithOptions(controller.Options{
 			RateLimiter:           workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](250*time.Millisecond, 30*time.Second),
 			ReconciliationTimeout: reconcileTimeout,
-		}).
-		Complete(r)
+		})
+	if r.LeaveOnDelete {
+		b = b.Watches(&v1alpha1.EtcdMember{}, handler.EnqueueRequestsFromMapFunc(boundNodeRequest))
+	}
+	return b.Complete(r)
 }
 
 func boundNodeRequest(_ context.Context, obj client.Object) []reconcile.Request {
@@ -111,7 +115,7 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	case !follow:
 		return ctrl.Result{}, r.setFinalizer(ctx, node, false)
 	}
-	pending, err := r.askToLeave(ctx, node, bound)
+	pending, cancelled, err := r.askToLeave(ctx, node, bound)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -123,8 +127,13 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err := r.setFinalizer(ctx, node, false); err != nil {
 		return ctrl.Result{}, err
 	}
+	// Said once the Node is let go, which happens once.
 	for _, m := range pending {
 		r.Events.Warning(ctx, m, v1alpha1.ReasonNodeReleasedLeavePending, "ReleaseNode", releasedNote(node, m, r.Hold))
+	}
+	for _, m := range cancelled {
+		r.Events.Normal(ctx, m, v1alpha1.ReasonNodeReleasedLeaveCancelled, "ReleaseNode",
+			fmt.Sprintf("The leave that the deletion of Node %s asked for was cancelled (spec.leave is false), so member %s stays in etcd and the Node was let go.", node.Name, m.Status.MemberID))
 	}
 	return ctrl.Result{}, nil
 }
@@ -155,32 +164,30 @@ func joinedAny(objects []*v1alpha1.EtcdMember) bool {
 }
 
 // askToLeave asks every member bound to a Node being deleted to leave, once per deletion, and
-// returns the objects whose leave the Node still waits for. A member etcd no longer lists is
-// waited for no longer, nor one whose leave asked for this deletion was cancelled since.
-func (r *NodeReconciler) askToLeave(ctx context.Context, node *metav1.PartialObjectMetadata, bound []*v1alpha1.EtcdMember) ([]*v1alpha1.EtcdMember, error) {
+// returns the objects whose leave the Node still waits for, and those whose leave asked for this
+// deletion was cancelled since. A member etcd no longer lists is waited for no longer.
+func (r *NodeReconciler) askToLeave(ctx context.Context, node *metav1.PartialObjectMetadata, bound []*v1alpha1.EtcdMember) (pending, cancelled []*v1alpha1.EtcdMember, err error) {
 	why := nodeLeaveReason(node)
-	var pending []*v1alpha1.EtcdMember
 	for _, m := range bound {
 		switch {
 		case !status.IsTrue(m, v1alpha1.ConditionJoined):
 		case m.LeavePending():
 			pending = append(pending, m)
 		case m.Annotations[v1alpha1.AnnotationLeaveReason] == why:
-			logf.FromContext(ctx).Info("Releasing a deleted Node: the leave its deletion asked for was cancelled",
-				"object", m.Name, "memberID", m.Status.MemberID)
-			r.Events.Normal(ctx, m, v1alpha1.ReasonNodeReleasedLeaveCancelled, "ReleaseNode",
-				fmt.Sprintf("The leave that the deletion of Node %s asked for was cancelled (spec.leave is false), so member %s stays in etcd and the Node's deletion no longer waits for it.", node.Name, m.Status.MemberID))
+			logf.FromContext(ctx).Info("Not waiting for a member on a deleted Node: the leave its deletion asked for was cancelled",
+				"object", m.Name, "memberID", m.Status.MemberID, "node", node.Name)
+			cancelled = append(cancelled, m)
 		default:
 			asked, err := r.requestLeave(ctx, m.Name, node, why)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			if asked != nil {
 				pending = append(pending, asked)
 			}
 		}
 	}
-	return pending, nil
+	return pending, cancelled, nil
 }
 
 // requestLeave asks the member of the object name to leave for the Node's deletion, deciding again

@@ -52,6 +52,14 @@ func TestDeployManifests(t *testing.T) {
 		api.MustKubectl(t, "apply", "--dry-run=server", "-f", file)
 	}
 
+	// Both pods bind their member to the Node they run on (--node-name's default).
+	for name, envs := range map[string][]corev1.EnvVar{"static pod": pod.Spec.Containers[0].Env, "daemonset": ds.Spec.Template.Spec.Containers[0].Env} {
+		i := slices.IndexFunc(envs, func(v corev1.EnvVar) bool { return v.Name == "NODE_NAME" })
+		if i < 0 || envs[i].ValueFrom == nil || envs[i].ValueFrom.FieldRef == nil || envs[i].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+			t.Errorf("%s: no NODE_NAME from the downward API's spec.nodeName in %+v", name, envs)
+		}
+	}
+
 	// The image's entrypoint is `kubectl-etcdmember serve`: the pods' args are its flags.
 	argSets := map[string][]string{
 		"static pod": append([]string{"serve"}, pod.Spec.Containers[0].Args...),
