@@ -148,7 +148,7 @@ func (o *listOptions) printList(r *root, list *v1alpha1.EtcdMemberList, live *me
 		}
 		return t.Write(r.streams.Out, o.noHeaders)
 	case printers.IsTable(format):
-		rows := members.BuildRows(list.Items, live, time.Now(), o.unreachableFor)
+		rows := members.BuildRows(list.Items, live, nil, time.Now(), o.unreachableFor)
 		if len(rows) == 0 {
 			return nil
 		}

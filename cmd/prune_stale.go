@@ -91,7 +91,7 @@ func (o *pruneOptions) run(ctx context.Context, r *root) error {
 			return fmt.Errorf("reading etcd's membership for the plan: %w", err)
 		}
 	}
-	plan := members.Plan(list.Items, live, time.Now(), o.unreachableFor)
+	plan := members.Plan(list.Items, live, nil, time.Now(), o.unreachableFor)
 	if len(plan) == 0 {
 		r.say("No stale members.")
 		return nil
