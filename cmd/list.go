@@ -79,7 +79,7 @@ list as kubectl get does.`,
 	f.BoolVarP(&o.watch, "watch", "w", false, "After the list, print each change of an object as it happens (what the objects record), until interrupted.")
 	f.BoolVar(&o.noHeaders, "no-headers", false, "Print tables without their header line.")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "Bound of the API list, of the bound Nodes' reads, and of the whole etcd query: a member that does not answer within it is unhealthy.")
-	f.DurationVar(&o.unreachableFor, "unreachable-for", o.unreachableFor, "How long a superseded or discovered member must have been unhealthy to be noted as stale.")
+	f.DurationVar(&o.unreachableFor, "unreachable-for", o.unreachableFor, "How long a superseded or discovered member, or one whose bound Node is gone, must have been unhealthy to be noted as stale.")
 	return cmd
 }
 

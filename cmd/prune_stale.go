@@ -67,7 +67,7 @@ member's answer; without it, what the leading agent recorded in the objects.`,
 	bindEtcdFlags(f, &o.etcd, "Client URL(s) of etcd, for the live view.")
 	f.BoolVar(&o.dryRun, "dry-run", false, "Print the plan and change nothing.")
 	f.BoolVarP(&o.yes, "yes", "y", false, "Prune without asking; needed when stdin is not a terminal.")
-	f.DurationVar(&o.unreachableFor, "unreachable-for", o.unreachableFor, "How long a superseded or unregistered member must have been unhealthy to be pruned.")
+	f.DurationVar(&o.unreachableFor, "unreachable-for", o.unreachableFor, "How long a superseded or unregistered member, or one whose bound Node is gone, must have been unhealthy to be pruned.")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "How long the leave of each member, the wait included, may take.")
 	f.DurationVar(&o.listTimeout, "etcd-timeout", o.listTimeout, "Bound of the etcd query (and of the API list and of the bound Nodes' reads) that make the plan: a member that does not answer within it is unhealthy.")
 	return cmd
