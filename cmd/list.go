@@ -51,9 +51,14 @@ the objects and etcd disagree; members etcd lists without an object get a row of
   HEALTHY  live: the member answered; otherwise the leader's latest probe (Healthy condition)
   LEAVE    "-" when no leave was asked for, "Requested" until the controller answers, then the
            Left condition's reason (Removed, QuorumAtRisk, ...)
-  NOTE     discovered (no agent registered it), stale (see prune-stale), or one-sided rows
+  NOTE     discovered (no agent registered it), node gone (the member's bound Node does not
+           exist), stale (see prune-stale), or one-sided rows
 
--o wide adds client URLs, raft term and index, DB size, etcd version and the last probe's age.
+-o wide adds client URLs, raft term and index, DB size, etcd version, the last probe's age and
+NODE, the Node the member is bound to (spec.nodeName, else the agent's status.nodeName).
+The tables read each bound Node by name (get on nodes); when that is forbidden or fails, one
+warning on stderr says so and no row is noted node gone. -w checks the Nodes once, for the list
+it starts with; the rows that follow show what the objects record.
 -o json, yaml, name, jsonpath=..., go-template=... and custom-columns=... print the EtcdMember
 list as kubectl get does.`,
 		Example: `  kubectl etcdmember list
@@ -73,8 +78,8 @@ list as kubectl get does.`,
 	f.StringVarP(&o.selector, "selector", "l", "", "Label selector, e.g. etcdmember.io/discovered=true; etcd members without an object are then left out.")
 	f.BoolVarP(&o.watch, "watch", "w", false, "After the list, print each change of an object as it happens (what the objects record), until interrupted.")
 	f.BoolVar(&o.noHeaders, "no-headers", false, "Print tables without their header line.")
-	f.DurationVar(&o.timeout, "timeout", o.timeout, "Bound of the API list, and of the whole etcd query: a member that does not answer within it is unhealthy.")
-	f.DurationVar(&o.unreachableFor, "unreachable-for", o.unreachableFor, "How long a superseded or discovered member must have been unhealthy to be noted as stale.")
+	f.DurationVar(&o.timeout, "timeout", o.timeout, "Bound of the API list, of the bound Nodes' reads, and of the whole etcd query: a member that does not answer within it is unhealthy.")
+	f.DurationVar(&o.unreachableFor, "unreachable-for", o.unreachableFor, "How long a superseded or discovered member, or one whose bound Node is gone, must have been unhealthy to be noted as stale.")
 	return cmd
 }
 
@@ -121,7 +126,11 @@ func (o *listOptions) run(ctx context.Context, r *root) error {
 		// Members without an object carry no labels, so no selector matches them.
 		live = selected(live, list.Items)
 	}
-	if err := o.printList(r, list, live, format, columns); err != nil {
+	var nodes members.Nodes
+	if columns == nil && printers.IsTable(format) {
+		nodes = r.boundNodes(ctx, c, list.Items, o.timeout)
+	}
+	if err := o.printList(r, list, live, nodes, format, columns); err != nil {
 		return err
 	}
 	if len(list.Items) == 0 && printers.IsTable(format) && (live == nil || len(live.Members) == 0) {
@@ -138,8 +147,9 @@ func (o *listOptions) run(ctx context.Context, r *root) error {
 	return nil
 }
 
-// printList prints the objects (and etcd's live view, for our tables) in the -o format.
-func (o *listOptions) printList(r *root, list *v1alpha1.EtcdMemberList, live *members.Live, format string, columns *printers.CustomColumns) error {
+// printList prints the objects (and etcd's live view and the bound Nodes, for our tables) in the
+// -o format.
+func (o *listOptions) printList(r *root, list *v1alpha1.EtcdMemberList, live *members.Live, nodes members.Nodes, format string, columns *printers.CustomColumns) error {
 	switch {
 	case columns != nil:
 		t, err := columns.Table(list.Items)
@@ -148,7 +158,7 @@ func (o *listOptions) printList(r *root, list *v1alpha1.EtcdMemberList, live *me
 		}
 		return t.Write(r.streams.Out, o.noHeaders)
 	case printers.IsTable(format):
-		rows := members.BuildRows(list.Items, live, time.Now(), o.unreachableFor)
+		rows := members.BuildRows(list.Items, live, nodes, time.Now(), o.unreachableFor)
 		if len(rows) == 0 {
 			return nil
 		}

@@ -37,11 +37,14 @@ after a node's IP or hostname changed or the node was rebuilt. A member is stale
   - it is superseded: another healthy member has the same etcd name or the same peer host (the
     old member of a node that came back), or
   - nobody registered it: a discovered object (no agent registered it), or a learner that never
-    started,
+    started, or
+  - the Node it is bound to (spec.nodeName, else the agent's status.nodeName) does not exist,
+    unless it is the only voter,
 
-and in both cases it has been unhealthy for at least --unreachable-for. A registered member that
+and in every case it has been unhealthy for at least --unreachable-for. A registered member that
 is merely down is not stale (it may be under maintenance): the plan shows it, and leaves it alone;
-use leave for it. Healthy members are never touched.
+use leave for it. Healthy members are never touched. Bound Nodes are read by name (get on nodes);
+when that is forbidden or fails, one warning on stderr says so and no member is stale for its Node.
 
 It prints the plan (NAME, MEMBER ID, PEER URLS, WHY STALE, ACTION), asks for confirmation on a
 terminal (--yes when stdin is not one), then asks each stale member to leave, one at a time,
@@ -64,9 +67,9 @@ member's answer; without it, what the leading agent recorded in the objects.`,
 	bindEtcdFlags(f, &o.etcd, "Client URL(s) of etcd, for the live view.")
 	f.BoolVar(&o.dryRun, "dry-run", false, "Print the plan and change nothing.")
 	f.BoolVarP(&o.yes, "yes", "y", false, "Prune without asking; needed when stdin is not a terminal.")
-	f.DurationVar(&o.unreachableFor, "unreachable-for", o.unreachableFor, "How long a superseded or unregistered member must have been unhealthy to be pruned.")
+	f.DurationVar(&o.unreachableFor, "unreachable-for", o.unreachableFor, "How long a superseded or unregistered member, or one whose bound Node is gone, must have been unhealthy to be pruned.")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "How long the leave of each member, the wait included, may take.")
-	f.DurationVar(&o.listTimeout, "etcd-timeout", o.listTimeout, "Bound of the etcd query (and of the API list) that make the plan: a member that does not answer within it is unhealthy.")
+	f.DurationVar(&o.listTimeout, "etcd-timeout", o.listTimeout, "Bound of the etcd query (and of the API list and of the bound Nodes' reads) that make the plan: a member that does not answer within it is unhealthy.")
 	return cmd
 }
 
@@ -91,7 +94,8 @@ func (o *pruneOptions) run(ctx context.Context, r *root) error {
 			return fmt.Errorf("reading etcd's membership for the plan: %w", err)
 		}
 	}
-	plan := members.Plan(list.Items, live, time.Now(), o.unreachableFor)
+	nodes := r.boundNodes(ctx, c, list.Items, o.listTimeout)
+	plan := members.Plan(list.Items, live, nodes, time.Now(), o.unreachableFor)
 	if len(plan) == 0 {
 		r.say("No stale members.")
 		return nil

@@ -2,13 +2,16 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/members"
 	"github.com/etcdmember/kubectl-etcdmember/internal/version"
 )
@@ -72,4 +75,15 @@ func (r *root) client() (client.WithWatch, error) {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	return members.NewClient(cfg)
+}
+
+// boundNodes reads the Nodes the objects are bound to. Nodes that cannot be read, forbidden or
+// failing, cost one warning and the Node checks, not the command: the objects are worth showing
+// without them, and a plan that knows no Node only prunes less.
+func (r *root) boundNodes(ctx context.Context, c client.Client, objects []v1alpha1.EtcdMember, timeout time.Duration) members.Nodes {
+	nodes, err := members.ReadNodes(ctx, c, objects, timeout)
+	if err != nil {
+		r.say("warning: cannot read Nodes (%v): not checking whether bound Nodes exist", err)
+	}
+	return nodes
 }

@@ -28,6 +28,8 @@ const (
 	NoteBackInEtcd   = "in etcd, object says left"
 	NoteNoMemberID   = "no member ID recorded"
 	NoteNeverStarted = "never started"
+	// NoteNodeGone: the Node the member is bound to does not exist (see Nodes).
+	NoteNodeGone = "node gone"
 )
 
 // Row is one line of the list: an EtcdMember object joined with the etcd member it records, or a
@@ -57,6 +59,9 @@ type Row struct {
 	Version   string
 	LastProbe *metav1.Time
 	Created   *metav1.Time
+	// Node is the Node the object binds the member to (v1alpha1.EtcdMember.BoundNode); empty for
+	// none.
+	Node string
 	// Live tells that etcd was asked; InEtcd then says whether it lists the member.
 	Live   bool
 	InEtcd bool
@@ -67,17 +72,22 @@ type Row struct {
 const LeaveRequested = "Requested"
 
 // BuildRows joins the objects with etcd's live view by member ID; live is nil when etcd was not
-// asked. Objects come first, by name, then members without an object, by etcd name and ID. Stale
-// members (see Plan) carry a note saying so.
-func BuildRows(objects []v1alpha1.EtcdMember, live *Live, now time.Time, unreachableFor time.Duration) []Row {
+// asked, nodes nil when the Nodes were not read. Objects come first, by name, then members without
+// an object, by etcd name and ID. Members whose bound Node is gone and stale members (see Plan)
+// carry a note saying so.
+func BuildRows(objects []v1alpha1.EtcdMember, live *Live, nodes Nodes, now time.Time, unreachableFor time.Duration) []Row {
 	j := newJoin(live)
 	rows := make([]Row, 0, len(objects))
 	for i := range objects {
-		rows = append(rows, j.object(&objects[i]))
+		r := j.object(&objects[i])
+		if nodes.Gone(r.Node) {
+			r.Notes = append(r.Notes, NoteNodeGone)
+		}
+		rows = append(rows, r)
 	}
 	sort.SliceStable(rows, func(a, b int) bool { return rows[a].Name < rows[b].Name })
 	rows = append(rows, j.orphans()...)
-	for _, p := range Plan(objects, live, now, unreachableFor) {
+	for _, p := range Plan(objects, live, nodes, now, unreachableFor) {
 		if p.Action != ActionPrune && p.Action != ActionDelete {
 			continue
 		}
@@ -100,6 +110,7 @@ func ObjectRow(m *v1alpha1.EtcdMember) Row {
 		PeerURLs:   m.Status.PeerURLs,
 		ClientURLs: m.Status.ClientURLs,
 		Created:    &m.CreationTimestamp,
+		Node:       m.BoundNode(),
 	}
 	if c := status.Get(m, v1alpha1.ConditionJoined); c != nil {
 		r.Joined = string(c.Status)

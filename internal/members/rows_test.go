@@ -39,6 +39,18 @@ func learner(m v1alpha1.EtcdMember) v1alpha1.EtcdMember {
 	return m
 }
 
+// boundTo binds the member to a Node as its agent does, by status.nodeName.
+func boundTo(m v1alpha1.EtcdMember, node string) v1alpha1.EtcdMember {
+	m.Status.NodeName = node
+	return m
+}
+
+// boundBy binds the member to a Node as an operator does, by spec.nodeName.
+func boundBy(m v1alpha1.EtcdMember, node string) v1alpha1.EtcdMember {
+	m.Spec.NodeName = node
+	return m
+}
+
 func withHealth(m v1alpha1.EtcdMember, h v1alpha1.MemberHealth) v1alpha1.EtcdMember {
 	m.Status.Health = &h
 	return m
@@ -90,7 +102,7 @@ func TestBuildRowsFromObjectsOnly(t *testing.T) {
 		object("fresh", "", false),
 		renamed,
 	}
-	rows := BuildRows(objects, nil, now, DefaultUnreachableFor)
+	rows := BuildRows(objects, nil, nil, now, DefaultUnreachableFor)
 	checkRows(t, rows, []string{
 		"cancelled id=f etcd=cancelled role=voter joined=True healthy=True leave= term=- api notes=[]",
 		"disc id=10 etcd=disc role=voter joined=True healthy= leave= term=- api notes=[discovered]",
@@ -141,7 +153,7 @@ func TestBuildRowsWithLiveView(t *testing.T) {
 			0x20: {MemberID: 0x20, Leader: 0xf, RaftTerm: 3},
 		},
 	}
-	rows := BuildRows(objects, live, now, DefaultUnreachableFor)
+	rows := BuildRows(objects, live, nil, now, DefaultUnreachableFor)
 	checkRows(t, rows, []string{
 		"fresh id= etcd= role= joined= healthy= leave= term=- not-in-etcd notes=[no member ID recorded]",
 		"gone id=d etcd=gone role=voter joined=False healthy=True leave=Removed term=3 in-etcd notes=[in etcd, object says left]",
@@ -167,11 +179,11 @@ func TestBuildRowsLiveWithoutAnswers(t *testing.T) {
 		withHealth(started(object("node-1", "a", false, joined, healthy)), v1alpha1.MemberHealth{Reachable: true, Leader: true, RaftTerm: 4}),
 	}
 	live := &Live{Members: []etcd.Member{member(0xa, "node-1")}}
-	checkRows(t, BuildRows(objects, live, now, DefaultUnreachableFor), []string{
+	checkRows(t, BuildRows(objects, live, nil, now, DefaultUnreachableFor), []string{
 		// No answer names a leader; the figures recorded by the last probe stay.
 		"node-1 id=a etcd=node-1 role=voter joined=True healthy=False leave= term=4 in-etcd notes=[object says Healthy=True]",
 	})
-	checkRows(t, BuildRows(nil, &Live{}, now, DefaultUnreachableFor), nil)
+	checkRows(t, BuildRows(nil, &Live{}, nil, now, DefaultUnreachableFor), nil)
 }
 
 func TestLiveLeader(t *testing.T) {
@@ -210,5 +222,64 @@ func TestLeaveColumnIgnoresAnEarlierRequestsAnswer(t *testing.T) {
 	m.Status.Conditions[len(m.Status.Conditions)-1].ObservedGeneration = 2
 	if got := ObjectRow(&m).Leave; got != v1alpha1.ReasonQuorumAtRisk {
 		t.Errorf("LEAVE = %q, want %q once answered", got, v1alpha1.ReasonQuorumAtRisk)
+	}
+}
+
+func TestBuildRowsBoundNodes(t *testing.T) {
+	objects := []v1alpha1.EtcdMember{
+		boundTo(started(object("node-1", "a", false, joined, healthy)), "worker-1"),
+		boundTo(started(object("node-2", "b", false, joined, healthy)), "worker-2"),
+		boundTo(started(object("node-3", "c", false, joined, downFor(20*time.Minute))), "worker-3"),
+		boundTo(started(object("node-4", "d", false, joined, healthy)), "worker-4"),
+		boundBy(boundTo(started(object("node-5", "e", false, joined, healthy)), "worker-1"), "worker-2"),
+		started(object("node-6", "f", false, joined, healthy)),
+	}
+	live := liveView([]etcd.Member{
+		member(0xa, "node-1"), member(0xb, "node-2"), member(0xc, "node-3"), member(0xd, "node-4"),
+		member(0xe, "node-5"), member(0xf, "node-6"), member(0x10, "stray"),
+	}, 0xa, 0xb, 0xd, 0xe, 0xf, 0x10)
+	// worker-4 is unknown: bound, but not among the Nodes read.
+	nodes := Nodes{"worker-1": true, "worker-2": false, "worker-3": false}
+	withNode := func(rows []Row) []string {
+		out := make([]string, len(rows))
+		for i, r := range rows {
+			out[i] = fmt.Sprintf("%s node=%s notes=[%s]", r.Name, r.Node, strings.Join(r.Notes, "; "))
+		}
+		return out
+	}
+	check := func(what string, got, want []string) {
+		t.Helper()
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: rows\n%s\nwant\n%s", what, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	check("Nodes read", withNode(BuildRows(objects, live, nodes, now, DefaultUnreachableFor)), []string{
+		"node-1 node=worker-1 notes=[]",
+		"node-2 node=worker-2 notes=[node gone]",
+		"node-3 node=worker-3 notes=[node gone; stale: bound Node worker-3 does not exist; unhealthy for 20m]",
+		"node-4 node=worker-4 notes=[]",
+		"node-5 node=worker-2 notes=[node gone]",
+		"node-6 node= notes=[]",
+		" node= notes=[no EtcdMember object]",
+	})
+	check("Nodes not read", withNode(BuildRows(objects, live, nil, now, DefaultUnreachableFor)), []string{
+		"node-1 node=worker-1 notes=[]",
+		"node-2 node=worker-2 notes=[]",
+		"node-3 node=worker-3 notes=[]",
+		"node-4 node=worker-4 notes=[]",
+		"node-5 node=worker-2 notes=[]",
+		"node-6 node= notes=[]",
+		" node= notes=[no EtcdMember object]",
+	})
+	check("without etcd access", withNode(BuildRows(objects, nil, nodes, now, DefaultUnreachableFor)), []string{
+		"node-1 node=worker-1 notes=[]",
+		"node-2 node=worker-2 notes=[node gone]",
+		"node-3 node=worker-3 notes=[node gone; stale: bound Node worker-3 does not exist; unhealthy for 20m]",
+		"node-4 node=worker-4 notes=[]",
+		"node-5 node=worker-2 notes=[node gone]",
+		"node-6 node= notes=[]",
+	})
+	if got := ObjectRow(&objects[4]).Node; got != "worker-2" {
+		t.Errorf("ObjectRow of node-5: Node %q, want spec.nodeName worker-2 over status.nodeName", got)
 	}
 }

@@ -67,12 +67,14 @@ type entry struct {
 
 // Plan finds the stale members: members etcd lists but no node stands behind. A member is stale
 // when it is superseded (another healthy member has its etcd name or its peer address: the old
-// member of a node that came back), or when nobody registered it (a discovered object, or a
-// learner that never started), and in both cases it has been unhealthy for at least
-// unreachableFor. A registered member that is merely down is not stale (it may be under
-// maintenance): it is listed with ActionNone. Healthy members are never listed. Discovered
-// objects whose member is gone from etcd are listed for deletion.
-func Plan(objects []v1alpha1.EtcdMember, live *Live, now time.Time, unreachableFor time.Duration) []Candidate {
+// member of a node that came back), when nobody registered it (a discovered object, or a learner
+// that never started), or when the Node it is bound to does not exist (as nodes says; nil nodes
+// say nothing), and in every case it has been unhealthy for at least unreachableFor. A registered
+// member that is merely down is not stale (it may be under maintenance): it is listed with
+// ActionNone, and so is the only voter whose Node is gone, which etcd cannot run without.
+// Healthy members are never listed. Discovered objects whose member is gone from etcd are listed
+// for deletion.
+func Plan(objects []v1alpha1.EtcdMember, live *Live, nodes Nodes, now time.Time, unreachableFor time.Duration) []Candidate {
 	entries, gone := entries(objects, live, now)
 	var plan []Candidate
 	for _, e := range entries {
@@ -80,9 +82,13 @@ func Plan(objects []v1alpha1.EtcdMember, live *Live, now time.Time, unreachableF
 			continue
 		}
 		c := Candidate{MemberID: e.id, PeerURLs: e.peerURLs, Action: ActionNone}
+		var nodeGone string
 		if e.obj != nil {
 			c.Name = e.obj.Name
 			c.Discovered = e.obj.Labels[v1alpha1.LabelDiscovered] == "true"
+			if n := e.obj.BoundNode(); nodes.Gone(n) {
+				nodeGone = n
+			}
 		}
 		downFor := fmt.Sprintf("unhealthy for %s", duration.HumanDuration(e.down))
 		var why string
@@ -97,6 +103,12 @@ func Plan(objects []v1alpha1.EtcdMember, live *Live, now time.Time, unreachableF
 			why = "discovered: no agent registered it"
 		case e.learner && e.etcdName == "":
 			why = "learner that never started"
+		case nodeGone != "" && lastVoter(e, entries):
+			c.Why = "bound Node " + nodeGone + " does not exist; " + downFor + ": not pruned, the only voter"
+			plan = append(plan, c)
+			continue
+		case nodeGone != "":
+			why = "bound Node " + nodeGone + " does not exist"
 		default:
 			c.Why = "registered member " + downFor + ": not pruned, may be under maintenance; use leave"
 			plan = append(plan, c)
@@ -175,6 +187,20 @@ func downSince(obj *v1alpha1.EtcdMember, now time.Time) time.Duration {
 		return 0
 	}
 	return max(now.Sub(c.LastTransitionTime.Time), 0)
+}
+
+// lastVoter tells that e is the only voter etcd lists (without etcd access, the only joined
+// voter the objects record, which may miss one: the safe side).
+func lastVoter(e entry, all []entry) bool {
+	if e.learner {
+		return false
+	}
+	for _, o := range all {
+		if o.id != e.id && !o.learner {
+			return false
+		}
+	}
+	return true
 }
 
 // supersededBy names a healthy member with e's etcd name or one of e's peer addresses, or "".

@@ -65,11 +65,18 @@ func TestPlan(t *testing.T) {
 	deleting := started(object("deleting", "9", false, joined, downFor(time.Hour)))
 	deleting.DeletionTimestamp = &metav1.Time{Time: now}
 	unprobed := started(object("unprobed", "c", false, joined))
+	// node-2 and node-3 run where Kubernetes no longer has their Nodes; node-1's Node is there.
+	nodeBound := boundTo(node1, "worker-1")
+	nodeGone := boundTo(started(object("node-3", "3", false, joined, downFor(20*time.Minute))), "worker-3")
+	nodeGoneHealthy := boundTo(started(object("node-2", "2", false, joined, healthy)), "worker-2")
+	nodes := Nodes{"worker-1": true, "worker-2": false, "worker-3": false}
+	boundLive := liveView([]etcd.Member{member(0xa, "node-1"), member(0x2, "node-2"), member(0x3, "node-3")}, 0xa, 0x2)
 
 	cases := []struct {
 		name           string
 		objects        []v1alpha1.EtcdMember
 		live           *Live
+		nodes          Nodes
 		unreachableFor time.Duration
 		want           []string
 	}{
@@ -206,6 +213,77 @@ func TestPlan(t *testing.T) {
 			},
 			unreachableFor: time.Hour,
 		},
+		{
+			name:    "bound Node gone",
+			objects: []v1alpha1.EtcdMember{nodeBound, nodeGoneHealthy, nodeGone},
+			live:    boundLive,
+			nodes:   nodes,
+			want:    []string{"node-3 3 leave (object stays as history): bound Node worker-3 does not exist; unhealthy for 20m"},
+		},
+		{
+			name:    "bound Node gone, without etcd access",
+			objects: []v1alpha1.EtcdMember{nodeBound, nodeGoneHealthy, nodeGone},
+			nodes:   nodes,
+			want:    []string{"node-3 3 leave (object stays as history): bound Node worker-3 does not exist; unhealthy for 20m"},
+		},
+		{
+			name:           "bound Node gone for less than --unreachable-for",
+			objects:        []v1alpha1.EtcdMember{nodeBound, nodeGoneHealthy, nodeGone},
+			live:           boundLive,
+			nodes:          nodes,
+			unreachableFor: time.Hour,
+			want:           []string{"node-3 3 none: bound Node worker-3 does not exist; unhealthy for 20m, less than --unreachable-for 60m"},
+		},
+		{
+			name:    "the operator's spec.nodeName wins over the agent's",
+			objects: []v1alpha1.EtcdMember{nodeBound, boundBy(boundTo(nodeGone, "worker-1"), "worker-3")},
+			live:    boundLive,
+			nodes:   nodes,
+			want:    []string{"node-3 3 leave (object stays as history): bound Node worker-3 does not exist; unhealthy for 20m"},
+		},
+		{
+			name:    "bound Node there",
+			objects: []v1alpha1.EtcdMember{nodeBound, boundTo(nodeGone, "worker-1")},
+			live:    boundLive,
+			nodes:   nodes,
+			want:    []string{"node-3 3 none: registered member unhealthy for 20m: not pruned, may be under maintenance; use leave"},
+		},
+		{
+			name:    "Nodes not read",
+			objects: []v1alpha1.EtcdMember{nodeBound, nodeGoneHealthy, nodeGone},
+			live:    boundLive,
+			want:    []string{"node-3 3 none: registered member unhealthy for 20m: not pruned, may be under maintenance; use leave"},
+		},
+		{
+			name:    "bound Node not among those read",
+			objects: []v1alpha1.EtcdMember{nodeBound, nodeGone},
+			live:    boundLive,
+			nodes:   Nodes{"worker-1": true},
+			want:    []string{"node-3 3 none: registered member unhealthy for 20m: not pruned, may be under maintenance; use leave"},
+		},
+		{
+			name:    "the only voter whose Node is gone",
+			objects: []v1alpha1.EtcdMember{learner(nodeBound), nodeGone},
+			live: liveView([]etcd.Member{
+				{ID: 0xa, Name: "node-1", PeerURLs: []string{"http://node-1:2380"}, ClientURLs: []string{"http://node-1:2379"}, IsLearner: true},
+				member(0x3, "node-3"),
+			}, 0xa),
+			nodes: nodes,
+			want:  []string{"node-3 3 none: bound Node worker-3 does not exist; unhealthy for 20m: not pruned, the only voter"},
+		},
+		{
+			name:    "the only voter whose Node is gone, without etcd access",
+			objects: []v1alpha1.EtcdMember{learner(nodeBound), nodeGone},
+			nodes:   nodes,
+			want:    []string{"node-3 3 none: bound Node worker-3 does not exist; unhealthy for 20m: not pruned, the only voter"},
+		},
+		{
+			name:    "other reasons come first",
+			objects: []v1alpha1.EtcdMember{nodeBound, boundTo(disc, "worker-3")},
+			live:    liveView([]etcd.Member{member(0xa, "node-1"), member(0x5, "disc")}, 0xa),
+			nodes:   nodes,
+			want:    []string{"disc 5 discovered leave, then delete object: discovered: no agent registered it; unhealthy for 20m"},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -214,7 +292,7 @@ func TestPlan(t *testing.T) {
 				unreachableFor = DefaultUnreachableFor
 			}
 			var got []string
-			for _, c := range Plan(tc.objects, tc.live, now, unreachableFor) {
+			for _, c := range Plan(tc.objects, tc.live, tc.nodes, now, unreachableFor) {
 				got = append(got, candidateLine(c))
 			}
 			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
@@ -227,7 +305,7 @@ func TestPlan(t *testing.T) {
 // TestPlanCandidateFields: the plan carries what Prune and the table need, not only text.
 func TestPlanCandidateFields(t *testing.T) {
 	disc := discovered(started(object("disc", "5", false, joined, downFor(time.Hour))))
-	plan := Plan([]v1alpha1.EtcdMember{disc}, nil, now, DefaultUnreachableFor)
+	plan := Plan([]v1alpha1.EtcdMember{disc}, nil, nil, now, DefaultUnreachableFor)
 	if len(plan) != 1 {
 		t.Fatalf("plan %+v, want one candidate", plan)
 	}

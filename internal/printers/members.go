@@ -15,7 +15,7 @@ import (
 // memberHeader is the list table's columns; wideHeader is what -o wide adds before NOTE.
 var (
 	memberHeader = []string{"NAME", "MEMBER ID", "PEER URLS", "ROLE", "JOINED", "HEALTHY", "LEAVE", "AGE"}
-	wideHeader   = []string{"CLIENT URLS", "RAFT TERM", "RAFT INDEX", "DB SIZE", "VERSION", "LAST PROBE"}
+	wideHeader   = []string{"CLIENT URLS", "RAFT TERM", "RAFT INDEX", "DB SIZE", "VERSION", "LAST PROBE", "NODE"}
 )
 
 // MemberTable lays out list rows: "-" where a value does not apply or is unknown. NOTE, the last
@@ -51,6 +51,7 @@ func MemberTable(rows []members.Row, wide bool, now time.Time) Table {
 				optional(r.DBSize, HumanBytes),
 				dash(r.Version, "-"),
 				lastProbe(r, now),
+				dash(r.Node, "-"),
 			)
 		}
 		if withNote {

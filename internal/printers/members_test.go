@@ -27,7 +27,7 @@ var healthyRows = []members.Row{
 		PeerURLs: []string{"https://10.0.0.1:2380"}, ClientURLs: []string{"https://10.0.0.1:2379"},
 		Role: members.RoleLeader, Joined: "True", Healthy: "True",
 		RaftTerm: ptr[uint64](3), RaftIndex: ptr[uint64](1234567), DBSize: ptr[int64](25 << 20), Version: "3.6.0",
-		LastProbe: ago(12 * time.Second), Created: ago(49 * time.Hour), Live: true, InEtcd: true,
+		LastProbe: ago(12 * time.Second), Created: ago(49 * time.Hour), Node: "worker-1", Live: true, InEtcd: true,
 	},
 	{
 		Name: "node-2", MemberID: "91bc3c398fb3c146", EtcdName: "node-2",
@@ -46,6 +46,11 @@ var noteRows = append(append([]members.Row{}, healthyRows...),
 		Role: members.RoleVoter, Joined: "True", Healthy: "False", Leave: members.LeaveRequested,
 		Created: ago(20 * 24 * time.Hour), LastProbe: ago(11 * time.Minute),
 		Notes: []string{`stale: superseded by node-1 (same etcd name "node-1"); unhealthy for 20m`},
+	},
+	members.Row{
+		Name: "node-4", MemberID: "4b", PeerURLs: []string{"https://10.0.0.4:2380"}, Role: members.RoleVoter,
+		Joined: "True", Healthy: "False", Created: ago(3 * time.Hour), LastProbe: ago(15 * time.Minute), Node: "worker-4",
+		Notes: []string{members.NoteNodeGone, "stale: bound Node worker-4 does not exist; unhealthy for 15m"},
 	},
 	members.Row{
 		MemberID: "1f", PeerURLs: []string{"http://10.0.0.9:2380"}, Role: members.RoleLearner, Healthy: "False",
@@ -96,7 +101,7 @@ func TestMemberTableColumns(t *testing.T) {
 		{"notes", noteRows, false, []string{"NAME", "MEMBER ID", "PEER URLS", "ROLE", "JOINED", "HEALTHY", "LEAVE", "AGE", "NOTE"}},
 		{"wide", noteRows, true, []string{
 			"NAME", "MEMBER ID", "PEER URLS", "ROLE", "JOINED", "HEALTHY", "LEAVE", "AGE",
-			"CLIENT URLS", "RAFT TERM", "RAFT INDEX", "DB SIZE", "VERSION", "LAST PROBE", "NOTE",
+			"CLIENT URLS", "RAFT TERM", "RAFT INDEX", "DB SIZE", "VERSION", "LAST PROBE", "NODE", "NOTE",
 		}},
 	}
 	for _, tc := range cases {

@@ -109,7 +109,7 @@ func TestMemberTableAges(t *testing.T) {
 	rows := noteRows
 	tbl := MemberTable(rows, true, now)
 	ageCol, probeCol := 7, 13
-	want := [][2]string{{"2d1h", "12s ago"}, {"90m", "-"}, {"20d", "11m ago"}, {"-", "-"}}
+	want := [][2]string{{"2d1h", "12s ago"}, {"90m", "-"}, {"20d", "11m ago"}, {"3h", "15m ago"}, {"-", "-"}}
 	for i, w := range want {
 		if got := [2]string{tbl.Rows[i][ageCol], tbl.Rows[i][probeCol]}; got != w {
 			t.Errorf("row %d: AGE, LAST PROBE = %q, want %q", i, got, w)

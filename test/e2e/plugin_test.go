@@ -34,7 +34,7 @@ const (
 // headers' starts although headers themselves have spaces.
 var tableColumns = []string{
 	"NAME", "MEMBER ID", "PEER URLS", "ROLE", "JOINED", "HEALTHY", "LEAVE", "AGE", "CLIENT URLS",
-	"RAFT TERM", "RAFT INDEX", "DB SIZE", "VERSION", "LAST PROBE", "WHY STALE", "ACTION", "NOTE",
+	"RAFT TERM", "RAFT INDEX", "DB SIZE", "VERSION", "LAST PROBE", "NODE", "WHY STALE", "ACTION", "NOTE",
 }
 
 // table is a parsed kubectl-style table: the header's columns and the rows by NAME.
