@@ -28,7 +28,7 @@ const (
 	NoteBackInEtcd   = "in etcd, object says left"
 	NoteNoMemberID   = "no member ID recorded"
 	NoteNeverStarted = "never started"
-	// NoteNodeGone: the Node the member is bound to does not exist (see Nodes).
+	// NoteNodeGone: the member is in etcd, and the Node it is bound to does not exist (see Nodes).
 	NoteNodeGone = "node gone"
 )
 
@@ -80,7 +80,8 @@ func BuildRows(objects []v1alpha1.EtcdMember, live *Live, nodes Nodes, now time.
 	rows := make([]Row, 0, len(objects))
 	for i := range objects {
 		r := j.object(&objects[i])
-		if nodes.Gone(r.Node) {
+		// Only a member etcd still lists: a member that left with its Node is history, not news.
+		if r.Role != "" && nodes.Gone(r.Node) {
 			r.Notes = append(r.Notes, NoteNodeGone)
 		}
 		rows = append(rows, r)

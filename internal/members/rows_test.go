@@ -233,6 +233,8 @@ func TestBuildRowsBoundNodes(t *testing.T) {
 		boundTo(started(object("node-4", "d", false, joined, healthy)), "worker-4"),
 		boundBy(boundTo(started(object("node-5", "e", false, joined, healthy)), "worker-1"), "worker-2"),
 		started(object("node-6", "f", false, joined, healthy)),
+		// History: the member left with its Node, which is no news.
+		boundTo(object("node-7", "7", true, removed, leftDone), "worker-2"),
 	}
 	live := liveView([]etcd.Member{
 		member(0xa, "node-1"), member(0xb, "node-2"), member(0xc, "node-3"), member(0xd, "node-4"),
@@ -260,6 +262,7 @@ func TestBuildRowsBoundNodes(t *testing.T) {
 		"node-4 node=worker-4 notes=[]",
 		"node-5 node=worker-2 notes=[node gone]",
 		"node-6 node= notes=[]",
+		"node-7 node=worker-2 notes=[]",
 		" node= notes=[no EtcdMember object]",
 	})
 	check("Nodes not read", withNode(BuildRows(objects, live, nil, now, DefaultUnreachableFor)), []string{
@@ -269,6 +272,7 @@ func TestBuildRowsBoundNodes(t *testing.T) {
 		"node-4 node=worker-4 notes=[]",
 		"node-5 node=worker-2 notes=[]",
 		"node-6 node= notes=[]",
+		"node-7 node=worker-2 notes=[]",
 		" node= notes=[no EtcdMember object]",
 	})
 	check("without etcd access", withNode(BuildRows(objects, nil, nodes, now, DefaultUnreachableFor)), []string{
@@ -278,6 +282,7 @@ func TestBuildRowsBoundNodes(t *testing.T) {
 		"node-4 node=worker-4 notes=[]",
 		"node-5 node=worker-2 notes=[node gone]",
 		"node-6 node= notes=[]",
+		"node-7 node=worker-2 notes=[]",
 	})
 	if got := ObjectRow(&objects[4]).Node; got != "worker-2" {
 		t.Errorf("ObjectRow of node-5: Node %q, want spec.nodeName worker-2 over status.nodeName", got)
