@@ -165,17 +165,27 @@ func (l *leadership) runTerm(ctx context.Context) error {
 	// One connection per member for the term's probes and removals.
 	pool := etcd.NewPool(l.etcd)
 	defer pool.Close()
-	watcher := controller.NewMembershipWatcher(mgr.GetClient(), l.etcd, pool, controller.WatcherConfig{
+	// The term's calls to the cluster as a whole start on the local endpoint, then go wherever
+	// the watcher's rounds find members serving (controller.Router): the local member's death,
+	// freeze or isolation must not blind the leader (docs/architecture.md, "When the leader's own
+	// member fails").
+	cluster, err := l.etcd.WithEndpoints(l.etcd.Endpoints())
+	if err != nil {
+		return fmt.Errorf("connecting the leader to etcd: %w", err)
+	}
+	defer func() { _ = cluster.Close() }()
+	watcher := controller.NewMembershipWatcher(mgr.GetClient(), cluster, pool, controller.WatcherConfig{
 		PollInterval: l.opts.MembershipPollInterval, ProbeInterval: l.opts.ProbeInterval,
 		ProbeTimeout: l.opts.ProbeTimeout, HealthRefresh: l.opts.HealthRefresh,
+		Router: &controller.Router{Local: l.registrar.LocalMemberID, SetEndpoints: cluster.SetEndpoints},
 	})
 	reconciler := &controller.LeaveReconciler{
 		Client:          mgr.GetClient(),
 		APIReader:       mgr.GetAPIReader(),
 		Events:          l.events,
-		Etcd:            l.etcd,
+		Etcd:            cluster,
 		Peers:           pool,
-		Intents:         l.intents,
+		Intents:         l.intents.Through(cluster),
 		Leadership:      term{l},
 		Probes:          watcher.Probes,
 		ChangeLock:      &l.changeLock,

@@ -33,7 +33,7 @@ func DiscoveryGrace(pollInterval time.Duration) time.Duration { return discovery
 // discoverMembers runs discovery on a fresh member list, under the same serialization as every
 // other change of objects and membership, and looks again while members wait out the grace.
 func (r *LeaveReconciler) discoverMembers(ctx context.Context) (ctrl.Result, error) {
-	members, err := r.Etcd.MemberList(ctx)
+	members, err := r.memberList(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

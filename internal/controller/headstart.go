@@ -28,6 +28,8 @@ type headStart struct {
 	fence *pending[fenceReads]
 	// steps records when each step ended, for the removal's log line.
 	steps *steps
+	// cancel ends the calls started, for a reconcile that gives up before it uses them.
+	cancel context.CancelFunc
 }
 
 // headStart starts the intent and the fence's reads when the latest probe found the removal safe
@@ -44,6 +46,7 @@ func (r *LeaveReconciler) headStart(ctx context.Context, m *v1alpha1.EtcdMember)
 		return nil
 	}
 	h := &headStart{steps: newSteps(r.now)}
+	ctx, h.cancel = context.WithCancel(ctx)
 	if status.IsTrue(m, v1alpha1.ConditionRemovable) {
 		request := leaveRequest(m)
 		h.intent = start(func() (string, error) {
@@ -97,11 +100,24 @@ func (h *headStart) timings() *steps {
 	return h.steps
 }
 
+// abandon ends everything started and waits for it: the reconcile could not read the member list,
+// and the member its calls went to may be the one that failed, where they would wait out etcd's
+// call timeout. An intent write cut short may have landed all the same; the next reconcile of the
+// same request writes it again.
+func (h *headStart) abandon() {
+	if h == nil {
+		return
+	}
+	h.cancel()
+	h.wait()
+}
+
 // wait waits for everything started.
 func (h *headStart) wait() {
 	if h == nil {
 		return
 	}
+	defer h.cancel()
 	if h.fence != nil {
 		_, _ = h.fence.wait()
 	}

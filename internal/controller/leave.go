@@ -154,7 +154,8 @@ func (r *LeaveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	var members []etcd.Member
 	if !m.RecordedGone() {
 		var err error
-		if members, err = r.Etcd.MemberList(ctx); err != nil {
+		if members, err = r.memberList(ctx); err != nil {
+			head.abandon()
 			return ctrl.Result{}, err
 		}
 		head.timings().done(stepMemberList)
@@ -177,6 +178,16 @@ func (r *LeaveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		return ctrl.Result{}, errors.Join(actErr, err)
 	}
 	return result, actErr
+}
+
+// memberList reads the member list within one probe timeout: a linearizable read that takes
+// longer would fail a probe too, and the member it went to is likely the one that failed (the
+// leader's own, before a probe round saw it and the calls were routed away, see Router). Failing
+// soon, the reconcile is retried there within moments, instead of waiting out etcd's call timeout.
+func (r *LeaveReconciler) memberList(ctx context.Context) ([]etcd.Member, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.ProbeTimeout)
+	defer cancel()
+	return r.Etcd.MemberList(ctx)
 }
 
 // serverErrorRetry retries a write at once, a few times: see onServerError.

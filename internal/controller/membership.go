@@ -82,6 +82,10 @@ type MembershipWatcher struct {
 	probeTimeout  time.Duration
 	refresh       time.Duration
 	enqueue       chan event.GenericEvent
+	// router points the leader's cluster calls after each round; nil routes nothing.
+	router *Router
+	// routed is what the router was last given; only the watcher's loop touches it.
+	routed []string
 
 	mu     sync.Mutex
 	probes *Probes
@@ -95,6 +99,40 @@ type WatcherConfig struct {
 	// HealthRefresh is how often every object is reconciled even when nothing changed, so that
 	// status.health's last probe time stays within that bound.
 	HealthRefresh time.Duration
+	// Router, when set, points the leader's calls to the cluster as a whole after every round.
+	Router *Router
+}
+
+// Router points the leader's calls to the cluster as a whole (Cluster, the intents) at members
+// the latest round found serving, on the client URLs it probed them on: the leader's own member
+// while it serves, otherwise every voter that does. A leader whose own etcd died, froze or was cut
+// off then still reads the member list and records what its probes found; it stays as blind as any
+// other agent to a member's failure between two rounds, no more.
+//
+// Why the own member first: calls spread over every voter would also meet, between two rounds, a
+// frozen member that is not the leader's, and wait out their timeouts there.
+type Router struct {
+	// Local returns the leader's own member ID, 0 while unknown.
+	Local func() uint64
+	// SetEndpoints points the calls at the client URLs given.
+	SetEndpoints func([]string)
+}
+
+// endpoints returns where round p says the calls should go; nil when no voter served it, since no
+// call to the cluster can succeed then, wherever it goes, and the last members that served are
+// the likeliest to again.
+func (r *Router) endpoints(p Probes) []string {
+	var urls []string
+	for _, m := range p.List {
+		if m.IsLearner || !p.Healthy(m.ID) {
+			continue
+		}
+		if m.ID == r.Local() {
+			return m.ClientURLs
+		}
+		urls = append(urls, m.ClientURLs...)
+	}
+	return urls
 }
 
 // NewMembershipWatcher polls etcd and probes members over peers; c lists the objects to enqueue.
@@ -105,6 +143,7 @@ func NewMembershipWatcher(c client.Client, e Cluster, peers Peers, cfg WatcherCo
 		pollInterval: cfg.PollInterval, probeInterval: cfg.ProbeInterval, probeTimeout: cfg.ProbeTimeout,
 		refresh: cfg.HealthRefresh,
 		enqueue: make(chan event.GenericEvent, 64),
+		router:  cfg.Router,
 	}
 }
 
@@ -143,45 +182,57 @@ func (w *MembershipWatcher) Start(ctx context.Context) error {
 	defer polls.Stop()
 	probes := time.NewTicker(w.probeInterval)
 	defer probes.Stop()
+	// A round that fell due stays due until a poll probes: when both tickers have fired, the
+	// select below may take either.
 	probeDue := true
 	for {
-		w.poll(ctx, &state, probeDue)
+		if w.poll(ctx, &state, probeDue) {
+			probeDue = false
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-polls.C:
-			probeDue = false
 		case <-probes.C:
 			probeDue = true
 		}
 	}
 }
 
-// poll reads the member list, probes the members when due or when membership changed, and
-// enqueues discovery and every object when membership or health changed or the refresh interval
-// has passed.
-func (w *MembershipWatcher) poll(ctx context.Context, state *pollState, probeDue bool) {
+// poll reads the member list, probes the members when due, when membership changed or when the
+// list could not be read, and enqueues discovery and every object when membership or health
+// changed or the refresh interval has passed. It tells whether it probed.
+func (w *MembershipWatcher) poll(ctx context.Context, state *pollState, probeDue bool) bool {
 	log := logf.FromContext(ctx)
 	if err := w.recordObjects(ctx); err != nil {
 		log.V(1).Info("Listing EtcdMembers for metrics failed", "error", err.Error())
 	}
-	members, err := w.etcd.MemberList(ctx)
+	listCtx, cancel := context.WithTimeout(ctx, w.probeTimeout)
+	members, err := w.etcd.MemberList(listCtx)
+	cancel()
 	if err != nil {
 		log.V(1).Info("Reading the member list failed", "error", err.Error())
-		return
+		if state.members == nil {
+			return false
+		}
+		// The member it was read through may be the one that failed (the leader's own, before a
+		// round saw it): a round on the last list, at once, sees it, routes the calls around it
+		// (Router), and has the objects say so.
+		members, probeDue = state.members, true
 	}
 	changed := !reflect.DeepEqual(state.members, members)
 	if changed {
 		w.peers.Retain(members)
 	}
-	if changed || probeDue {
+	probed := changed || probeDue
+	if probed {
 		changed = w.probe(ctx, members) || changed
 	}
 	if changed {
 		state.members = members
 	}
 	if !changed && time.Since(state.lastEnqueue) < w.refresh {
-		return
+		return probed
 	}
 	probes, _ := w.Probes()
 	recordMembership(members, probes)
@@ -189,9 +240,10 @@ func (w *MembershipWatcher) poll(ctx context.Context, state *pollState, probeDue
 		log.Error(err, "Listing EtcdMembers failed")
 		// Forget the member list so that the next poll enqueues again.
 		state.members = nil
-		return
+		return probed
 	}
 	state.lastEnqueue = time.Now()
+	return probed
 }
 
 // probe probes every member in parallel and reads the alarms, and tells whether anything an
@@ -230,7 +282,21 @@ func (w *MembershipWatcher) probe(ctx context.Context, members []etcd.Member) bo
 	}
 	next.carryStreaks(prev)
 	w.probes = &next
+	w.routeTo(next)
 	return prev == nil || summarize(*prev) != summarize(next)
+}
+
+// routeTo points the router at where round p says the calls should go, when that changed.
+func (w *MembershipWatcher) routeTo(p Probes) {
+	if w.router == nil {
+		return
+	}
+	urls := w.router.endpoints(p)
+	if len(urls) == 0 || slices.Equal(urls, w.routed) {
+		return
+	}
+	w.routed = urls
+	w.router.SetEndpoints(urls)
 }
 
 // carryStreaks sets NotServingSince from the round before, prev (nil: none): a member not serving

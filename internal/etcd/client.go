@@ -150,6 +150,11 @@ func (c *Client) WithEndpoints(endpoints []string) (*Client, error) {
 	return New(cfg)
 }
 
+// SetEndpoints points the client's calls at other members of the same cluster, balanced over
+// those it can connect to; calls in flight keep the member they were sent to. Endpoints still
+// returns the configured ones.
+func (c *Client) SetEndpoints(endpoints []string) { c.cli.SetEndpoints(endpoints...) }
+
 func (c *Client) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, c.timeout)
 }

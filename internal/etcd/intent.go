@@ -29,15 +29,23 @@ const removalIntentTTL = 24 * time.Hour
 // Intents writes removal intents under a lease of its own, granted with the first intent and again
 // once half of its TTL has passed, so that no intent is ever written under a lease about to expire.
 type Intents struct {
-	c *Client
+	c     *Client
+	lease *intentLease
+}
 
+// intentLease is the lease the intents are written under, shared by every Intents of one agent.
+type intentLease struct {
 	mu      sync.Mutex
-	lease   clientv3.LeaseID
+	id      clientv3.LeaseID
 	renewAt time.Time
 }
 
 // NewIntents returns an Intents that writes through c.
-func NewIntents(c *Client) *Intents { return &Intents{c: c} }
+func NewIntents(c *Client) *Intents { return &Intents{c: c, lease: &intentLease{}} }
+
+// Through returns Intents that write through c under the same lease: each leadership term reaches
+// the cluster through a client of its own, and the lease outlives them.
+func (i *Intents) Through(c *Client) *Intents { return &Intents{c: c, lease: i.lease} }
 
 // Put records that member id is about to be removed on request (which names the request, so that
 // a later one is told apart), and returns the request an intent stored before named, "" for none:
@@ -55,9 +63,9 @@ func (i *Intents) Put(ctx context.Context, id uint64, request string) (prior str
 		metrics.EtcdErrors.WithLabelValues("IntentPut").Inc()
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			// Revoked by hand, or lost with a restore from backup: the retry grants a new one.
-			i.mu.Lock()
-			i.lease = 0
-			i.mu.Unlock()
+			i.lease.mu.Lock()
+			i.lease.id = 0
+			i.lease.mu.Unlock()
 		}
 		return "", fmt.Errorf("etcd put of the intent to remove %s: %w", IDString(id), err)
 	}
@@ -68,10 +76,11 @@ func (i *Intents) Put(ctx context.Context, id uint64, request string) (prior str
 }
 
 func (i *Intents) currentLease(ctx context.Context) (clientv3.LeaseID, error) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.lease != 0 && time.Now().Before(i.renewAt) {
-		return i.lease, nil
+	l := i.lease
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.id != 0 && time.Now().Before(l.renewAt) {
+		return l.id, nil
 	}
 	// Counted from before the call: etcd's own clock can only give the lease longer.
 	granted := time.Now()
@@ -82,8 +91,8 @@ func (i *Intents) currentLease(ctx context.Context) (clientv3.LeaseID, error) {
 		metrics.EtcdErrors.WithLabelValues("LeaseGrant").Inc()
 		return 0, fmt.Errorf("etcd lease grant for removal intents: %w", err)
 	}
-	i.lease, i.renewAt = resp.ID, granted.Add(removalIntentTTL/2)
-	return i.lease, nil
+	l.id, l.renewAt = resp.ID, granted.Add(removalIntentTTL/2)
+	return l.id, nil
 }
 
 // Get returns the request the intent to remove member id names, "" when none is stored (a

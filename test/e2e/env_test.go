@@ -54,6 +54,8 @@ var serialTests = map[string]string{
 		"cancellation (a kubectl run) must land within the ~4s its Lease has left",
 	"TestSlowPeerLinks": "each member's Healthy verdict may change at most once in 70s under 200ms peer delay; " +
 		"probes starved of CPU by other scenarios would time out for reasons of their own",
+	"TestLeadersOwnMemberFails": "the leader must show its own member's failure within two probe intervals and a " +
+		"lease duration (8s); probes starved of CPU by other scenarios would time out for reasons of their own",
 }
 
 // TestMain silences controller-runtime's client logging, which these tests do not read; without a

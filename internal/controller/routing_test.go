@@ -1,0 +1,88 @@
+package controller
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd/etcdfake"
+)
+
+// TestRouterEndpoints: the leader's cluster calls go through its own member while it serves, and
+// through every other voter that serves when it does not.
+func TestRouterEndpoints(t *testing.T) {
+	members := []etcd.Member{
+		{ID: 1, ClientURLs: []string{"https://10.0.0.1:2379"}},
+		{ID: 2, ClientURLs: []string{"https://10.0.0.2:2379"}},
+		{ID: 3, ClientURLs: []string{"https://10.0.0.3:2379", "https://[fd00::3]:2379"}},
+		{ID: 4, ClientURLs: []string{"https://10.0.0.4:2379"}, IsLearner: true},
+	}
+	round := func(serving ...uint64) Probes {
+		p := Probes{Members: map[uint64]etcd.Health{}, List: members}
+		for _, m := range members {
+			p.Members[m.ID] = etcd.Health{Reachable: true, Serving: slices.Contains(serving, m.ID)}
+		}
+		return p
+	}
+	r := &Router{}
+	for _, tc := range []struct {
+		name   string
+		probes Probes
+		local  uint64
+		want   []string
+	}{
+		{"own member serves", round(1, 2, 3, 4), 1, []string{"https://10.0.0.1:2379"}},
+		{"own member serves on two URLs", round(1, 2, 3), 3, []string{"https://10.0.0.3:2379", "https://[fd00::3]:2379"}},
+		{"own member down", round(2, 3, 4), 1, []string{"https://10.0.0.2:2379", "https://10.0.0.3:2379", "https://[fd00::3]:2379"}},
+		{"own member unknown yet", round(1, 2), 0, []string{"https://10.0.0.1:2379", "https://10.0.0.2:2379"}},
+		{"no voter serves", round(4), 1, nil},
+	} {
+		r.Local = func() uint64 { return tc.local }
+		if got := r.endpoints(tc.probes); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: endpoints %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestLeadersOwnMemberDies: the member the leader reads the member list through dies. The round
+// that finds it down goes on with the last list, routes the calls to the members that serve, and
+// the object turns Healthy=False; a leave that would cost quorum is refused on the guard's numbers.
+func TestLeadersOwnMemberDies(t *testing.T) {
+	w := newWorld(t, etcdfake.Voters(3)...)
+	w.term.local = 1
+	var routed []string
+	w.watcher.router = &Router{Local: w.term.LocalMemberID, SetEndpoints: func(u []string) { routed = u }}
+	var state pollState
+	round := func() {
+		t.Helper()
+		w.watcher.poll(t.Context(), &state, true)
+		for {
+			select {
+			case ev := <-w.watcher.enqueue:
+				w.mustReconcileEnqueued(ev.Object.GetName())
+				continue
+			default:
+			}
+			return
+		}
+	}
+	round()
+	if want := []string{"https://127.0.0.1:2379"}; !slices.Equal(routed, want) {
+		t.Fatalf("routed to %v while the own member serves, want its client URLs %v", routed, want)
+	}
+	w.etcd.Set(1, func(m *etcdfake.Member) { m.Down = true })
+	// Read through the dead member, the list fails; the round still probes.
+	w.etcd.Fail(etcdfake.OpMemberList, errors.New("connection refused"))
+	round()
+	w.expect("node-1", v1alpha1.ConditionHealthy, metav1.ConditionFalse, v1alpha1.ReasonUnreachable, "the round after the own member died")
+	if want := []string{"https://127.0.0.2:2379", "https://127.0.0.3:2379"}; !slices.Equal(routed, want) {
+		t.Errorf("routed to %v, want the serving voters %v", routed, want)
+	}
+	w.askLeave("node-2")
+	w.mustReconcileEnqueued("node-2")
+	w.expect("node-2", v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk, "a leave with the own member dead")
+}
