@@ -1,5 +1,5 @@
-// The local guard: the leader acts through its local etcd member, so an agent campaigns only
-// while it reaches that member, and a leader whose member became unusable steps down.
+// The local guard: an agent campaigns only while it reaches its local etcd member, and a leader
+// whose member became unusable steps down.
 
 package agent
 
@@ -11,11 +11,12 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
-// The leader acts through its local etcd member: it reads the member list there and removes
-// members through it. An agent whose member is gone (removed, wiped, its etcd down) can hold the
-// Lease and do nothing, which the chaos run found: a leave waited on it for good. So an agent only
-// campaigns while its registrar reaches the local member, and a leader steps down once it has not
-// for localUnusableAfter sync intervals.
+// A term starts reaching etcd through the local member, and its pin of that member is what keeps
+// the leader from removing its own. The leader's calls are routed to other members once its own
+// fails (controller.Router), so its status stays true meanwhile; but a node whose etcd is gone
+// (removed, wiped, down) is likely on its way out, and leading from it would only cost a
+// hand-over later. So an agent only campaigns while its registrar reaches the local member, and a
+// leader steps down, releasing the Lease, once it has not for localUnusableAfter sync intervals.
 const localUnusableAfter = 2
 
 // awaitLocalMember returns once the registrar's last sync reached the local member.

@@ -177,7 +177,7 @@ func (l *leadership) runTerm(ctx context.Context) error {
 	watcher := controller.NewMembershipWatcher(mgr.GetClient(), cluster, pool, controller.WatcherConfig{
 		PollInterval: l.opts.MembershipPollInterval, ProbeInterval: l.opts.ProbeInterval,
 		ProbeTimeout: l.opts.ProbeTimeout, HealthRefresh: l.opts.HealthRefresh,
-		Router: &controller.Router{Local: l.registrar.LocalMemberID, SetEndpoints: cluster.SetEndpoints},
+		Router: &controller.Router{SetEndpoints: cluster.SetEndpoints},
 	})
 	reconciler := &controller.LeaveReconciler{
 		Client:          mgr.GetClient(),
@@ -185,7 +185,7 @@ func (l *leadership) runTerm(ctx context.Context) error {
 		Events:          l.events,
 		Etcd:            cluster,
 		Peers:           pool,
-		Intents:         l.intents.Through(cluster),
+		Intents:         controller.BoundIntents(l.intents.Through(cluster), l.opts.ProbeTimeout),
 		Leadership:      term{l},
 		Probes:          watcher.Probes,
 		ChangeLock:      &l.changeLock,

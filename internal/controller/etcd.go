@@ -49,6 +49,39 @@ type IntentStore interface {
 	Delete(ctx context.Context, id uint64) error
 }
 
+// BoundIntents returns store with every call bounded by timeout, the probe timeout: an intent is
+// one key, written or read in one raft round, like the probe's own read. A call that takes longer
+// most likely went to a member that froze or was cut off since the last probe round (the leader's
+// calls go to every voter that served it, Router), and waiting out etcd's call timeout there
+// would hold the reconcile's outcome, a refusal included, back by seconds. Failed, the reconcile
+// is retried on a member that serves.
+func BoundIntents(store IntentStore, timeout time.Duration) IntentStore {
+	return boundedIntents{store: store, timeout: timeout}
+}
+
+type boundedIntents struct {
+	store   IntentStore
+	timeout time.Duration
+}
+
+func (b boundedIntents) Put(ctx context.Context, id uint64, request string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.store.Put(ctx, id, request)
+}
+
+func (b boundedIntents) Get(ctx context.Context, id uint64) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.store.Get(ctx, id)
+}
+
+func (b boundedIntents) Delete(ctx context.Context, id uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, b.timeout)
+	defer cancel()
+	return b.store.Delete(ctx, id)
+}
+
 // Leadership is what the reconciler needs from the agent that leads: whose node it runs on,
 // whether its term still holds, and a way to hand leadership on.
 type Leadership interface {

@@ -103,17 +103,13 @@ type WatcherConfig struct {
 	Router *Router
 }
 
-// Router points the leader's calls to the cluster as a whole (Cluster, the intents) at members
-// the latest round found serving, on the client URLs it probed them on: the leader's own member
-// while it serves, otherwise every voter that does. A leader whose own etcd died, froze or was cut
-// off then still reads the member list and records what its probes found; it stays as blind as any
-// other agent to a member's failure between two rounds, no more.
-//
-// Why the own member first: calls spread over every voter would also meet, between two rounds, a
-// frozen member that is not the leader's, and wait out their timeouts there.
+// Router points the leader's calls to the cluster as a whole (Cluster, the intents) at every
+// voter the latest round found serving, on the client URLs it probed them on, balanced over those
+// the client can connect to. The leader's own member is one of them like any other: when it dies,
+// its connection fails and the calls go to the others at once; when it freezes or is cut off, the
+// next round takes it out. A leader whose own etcd failed thus still reads the member list and
+// records what its probes found, and is no blinder to that failure than to any other.
 type Router struct {
-	// Local returns the leader's own member ID, 0 while unknown.
-	Local func() uint64
 	// SetEndpoints points the calls at the client URLs given.
 	SetEndpoints func([]string)
 }
@@ -124,13 +120,9 @@ type Router struct {
 func (r *Router) endpoints(p Probes) []string {
 	var urls []string
 	for _, m := range p.List {
-		if m.IsLearner || !p.Healthy(m.ID) {
-			continue
+		if !m.IsLearner && p.Healthy(m.ID) {
+			urls = append(urls, m.ClientURLs...)
 		}
-		if m.ID == r.Local() {
-			return m.ClientURLs
-		}
-		urls = append(urls, m.ClientURLs...)
 	}
 	return urls
 }

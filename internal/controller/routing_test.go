@@ -12,8 +12,8 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd/etcdfake"
 )
 
-// TestRouterEndpoints: the leader's cluster calls go through its own member while it serves, and
-// through every other voter that serves when it does not.
+// TestRouterEndpoints: the leader's cluster calls go to every voter that served the round, its
+// own among them, on the URLs they were probed on; never to a learner.
 func TestRouterEndpoints(t *testing.T) {
 	members := []etcd.Member{
 		{ID: 1, ClientURLs: []string{"https://10.0.0.1:2379"}},
@@ -32,16 +32,12 @@ func TestRouterEndpoints(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		probes Probes
-		local  uint64
 		want   []string
 	}{
-		{"own member serves", round(1, 2, 3, 4), 1, []string{"https://10.0.0.1:2379"}},
-		{"own member serves on two URLs", round(1, 2, 3), 3, []string{"https://10.0.0.3:2379", "https://[fd00::3]:2379"}},
-		{"own member down", round(2, 3, 4), 1, []string{"https://10.0.0.2:2379", "https://10.0.0.3:2379", "https://[fd00::3]:2379"}},
-		{"own member unknown yet", round(1, 2), 0, []string{"https://10.0.0.1:2379", "https://10.0.0.2:2379"}},
-		{"no voter serves", round(4), 1, nil},
+		{"all serve", round(1, 2, 3, 4), []string{"https://10.0.0.1:2379", "https://10.0.0.2:2379", "https://10.0.0.3:2379", "https://[fd00::3]:2379"}},
+		{"one down", round(2, 3, 4), []string{"https://10.0.0.2:2379", "https://10.0.0.3:2379", "https://[fd00::3]:2379"}},
+		{"no voter serves", round(4), nil},
 	} {
-		r.Local = func() uint64 { return tc.local }
 		if got := r.endpoints(tc.probes); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: endpoints %v, want %v", tc.name, got, tc.want)
 		}
@@ -55,7 +51,7 @@ func TestLeadersOwnMemberDies(t *testing.T) {
 	w := newWorld(t, etcdfake.Voters(3)...)
 	w.term.local = 1
 	var routed []string
-	w.watcher.router = &Router{Local: w.term.LocalMemberID, SetEndpoints: func(u []string) { routed = u }}
+	w.watcher.router = &Router{SetEndpoints: func(u []string) { routed = u }}
 	var state pollState
 	round := func() {
 		t.Helper()
@@ -71,8 +67,8 @@ func TestLeadersOwnMemberDies(t *testing.T) {
 		}
 	}
 	round()
-	if want := []string{"https://127.0.0.1:2379"}; !slices.Equal(routed, want) {
-		t.Fatalf("routed to %v while the own member serves, want its client URLs %v", routed, want)
+	if want := []string{"https://127.0.0.1:2379", "https://127.0.0.2:2379", "https://127.0.0.3:2379"}; !slices.Equal(routed, want) {
+		t.Fatalf("routed to %v while every member serves, want %v", routed, want)
 	}
 	w.etcd.Set(1, func(m *etcdfake.Member) { m.Down = true })
 	// Read through the dead member, the list fails; the round still probes.
