@@ -34,8 +34,8 @@ const (
 	// points, two leaves on a cluster with a member down (the second must be refused until it
 	// is back), a re-join mid-scenario (no network fault, no other leave pending), an
 	// apiserver crash, a partition (a link between the etcd leader and another member cut
-	// both ways) and an outage for the dead-member policy; TestShortRunCoversItsCases checks the
-	// plan still does.
+	// both ways), an outage for the dead-member policy and the deletion of a member's Node;
+	// TestShortRunCoversItsCases checks the plan still does.
 	shortSeed      = 1033762
 	shortScenarios = 5
 )
@@ -137,7 +137,7 @@ func TestChaos(t *testing.T) {
 	if cfg.wholeNodes {
 		mode = "whole nodes (CHAOS_WHOLE_NODES=1)"
 	}
-	args := append(slices.Clone(policyArgs), cfg.agentArgs...)
+	args := append(append(slices.Clone(nodeArgs), policyArgs...), cfg.agentArgs...)
 	fmt.Printf("chaos: seed %d, scenarios %d..%d, %d members, %s, agent args %v\n", cfg.seed, first, last, members, mode, args)
 	w := newWorld(t, members, args)
 	r := newRun(t, cfg, w)

@@ -43,6 +43,8 @@ func (r *run) runStep(s step) {
 		what, err = r.restartAPIServer()
 	case leave:
 		what, err = r.leave(s.member, "")
+	case deleteNode:
+		what, err = r.deleteNode(s.member)
 	case cancelLeave:
 		what, err = r.cancel(s.member)
 	case rejoin:

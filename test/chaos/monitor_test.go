@@ -186,9 +186,13 @@ func (r *run) sampleObjects(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	nodes, nodesErr := r.w.nodes(ctx)
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if nodesErr == nil {
+		r.followNodesLocked(nodes, now)
+	}
 	r.notePolicyLeavesLocked(objs, now)
 	r.judgeRemovalsLocked(started)
 	r.objectsRead = started
@@ -230,6 +234,12 @@ func (r *run) notePolicyLeavesLocked(objs []v1alpha1.EtcdMember, now time.Time) 
 		i := r.w.memberIndex(id)
 		if _, gone := r.former[id]; gone && i < 0 {
 			// Of a node re-joined since: its removal was judged before the re-join.
+			continue
+		}
+		if isNodeReason(why) {
+			// The harness registers every member whose Node it deletes before the deletion.
+			r.violateLocked("node request "+obj.Spec.MemberID, "%s: a Node's deletion asked member %s to leave (%q), but the harness deleted no Node bound to that member: %s",
+				obj.Name, obj.Spec.MemberID, why, describe(obj))
 			continue
 		}
 		if i < 0 {
@@ -316,6 +326,7 @@ func (r *run) authorizedBy(id uint64) string {
 
 // followLeave records the Left conditions a leave goes through.
 func (r *run) followLeave(l *leaveRec, obj *v1alpha1.EtcdMember, now time.Time) {
+	r.checkNodeRequest(l, obj)
 	c := status.Get(obj, v1alpha1.ConditionLeft)
 	if c == nil {
 		return
