@@ -3,7 +3,8 @@
 // never takes the cluster below quorum; it removes no member that no leave asked for; every leave
 // reaches an outcome, explained in its Left condition, in bounded time; a leader that crashes
 // inside the leave sequence leaves enough behind for the next one to report the removal as its
-// own; and the objects come back to what etcd says.
+// own; a deleted member's Node goes within its hold and a failover's slack; and the objects come
+// back to what etcd says.
 //
 // `make test` runs a short run with a fixed seed; `make chaos` a long one (CHAOS_SCENARIOS,
 // CHAOS_SEED). docs/testing.md describes both.
@@ -138,9 +139,14 @@ func TestChaos(t *testing.T) {
 		mode = "whole nodes (CHAOS_WHOLE_NODES=1)"
 	}
 	args := append(append(slices.Clone(nodeArgs), policyArgs...), cfg.agentArgs...)
+	hold, slack, err := nodeTimings(args)
+	if err != nil {
+		t.Fatal(err)
+	}
 	fmt.Printf("chaos: seed %d, scenarios %d..%d, %d members, %s, agent args %v\n", cfg.seed, first, last, members, mode, args)
 	w := newWorld(t, members, args)
 	r := newRun(t, cfg, w)
+	r.hold, r.slack = hold, slack
 	defer func() {
 		fmt.Print(r.summary())
 		if t.Failed() {

@@ -186,12 +186,17 @@ func (r *run) sampleObjects(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	nodesRead := time.Now()
 	nodes, nodesErr := r.w.nodes(ctx)
+	mayLead := r.leadableAgent()
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if what := r.nodeDisruptionLocked(mayLead); what != "" {
+		r.disruptLocked(what)
+	}
 	if nodesErr == nil {
-		r.followNodesLocked(nodes, now)
+		r.checkNodesLocked(nodes, nodesRead, now)
 	}
 	r.notePolicyLeavesLocked(objs, now)
 	r.judgeRemovalsLocked(started)
@@ -371,6 +376,7 @@ func (r *run) checkProcesses(now time.Time) {
 		if !exited {
 			continue
 		}
+		r.disruptLocked("agent " + nodeName(i) + " exited")
 		if r.armed[i] != "" && code == failpoint.ExitCode {
 			r.agent[i] = crashed
 			r.agentDown = append(r.agentDown, i)

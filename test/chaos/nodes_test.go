@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/leaderelection"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
@@ -31,9 +33,75 @@ import (
 // with the leave still pending, happens within scenarios too.
 const nodeHold = 6 * time.Second
 
+// termStart bounds how long a new term takes from winning the Lease to acting on a Node: a fresh
+// manager and its caches, the sweep for the finalizer, the Node's own watch and one patch. The
+// bench measured about 0.3 s for a new leader to reconcile every object; this is ten times that,
+// for a 2-core machine running every process of the test bed.
+const termStart = 3 * time.Second
+
 // nodeArgs turn the Node lifecycle on for every agent of a run; each agent also gets its own
 // --node-name (newWorld).
 var nodeArgs = []string{"--leave-on-node-delete", "--node-delete-hold=" + nodeHold.String()}
+
+// agentDuration is the value of a duration flag the agents run with: the last of the tests'
+// timings (framework.TestAgentArgs) and the run's args that sets it, or def.
+func agentDuration(args []string, name string, def time.Duration) (time.Duration, error) {
+	value, set := "", false
+	for _, a := range append(slices.Clone(framework.TestAgentArgs), args...) {
+		if v, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			value, set = v, true
+		}
+	}
+	if !set {
+		return def, nil
+	}
+	d, err := time.ParseDuration(value)
+	if err != nil {
+		return 0, fmt.Errorf("--%s=%s: %w", name, value, err)
+	}
+	return d, nil
+}
+
+// nodeTimings returns the hold the agents run with and the slack of the Terminating invariant:
+// how long after its hold ran out (or after the last disruption, see run.disruptLocked) a deleted
+// Node may still be there. The slack covers the longest change of leading agent the runs make,
+// the leader killed just before the hold runs out and every other agent's own member asked to
+// leave (so each holds off, holdoff.go):
+//
+//   - a retry period until the others read the Lease's last renewal;
+//   - two lease durations: the Lease unrenewed for one, then free for another before an agent
+//     whose own member has a pending leave campaigns;
+//   - a retry period until its next read shows that;
+//   - a lease duration again: the new term's elector (client-go) trusts no clock but its own, and
+//     waits that long from its first read of a Lease the killed agent never released;
+//   - a retry period with client-go's jitter until its next attempt;
+//   - termStart.
+//
+// With the tests' timings (lease 4 s, retry 0.5 s) that is 17.1 s. An agent that does not hold
+// off is leading after a lease duration and two jittered retry periods (6.2 s), inside it.
+func nodeTimings(args []string) (hold, slack time.Duration, err error) {
+	hold, err1 := agentDuration(args, "node-delete-hold", 0)
+	lease, err2 := agentDuration(args, "leader-elect-lease-duration", 0)
+	retry, err3 := agentDuration(args, "leader-elect-retry-period", 0)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return 0, 0, err
+	}
+	if hold == 0 || lease == 0 || retry == 0 {
+		return 0, 0, fmt.Errorf("the agents' args set no --node-delete-hold, lease duration or retry period: %v", args)
+	}
+	jittered := time.Duration(float64(retry) * (1 + leaderelection.JitterFactor))
+	return hold, retry + 2*lease + retry + lease + jittered + termStart, nil
+}
+
+// nodeDeadline is when a Node deleted at deleted must be gone at the latest: slack after the
+// later of its hold's end and the last disruption.
+func nodeDeadline(deleted time.Time, hold time.Duration, disrupted time.Time, slack time.Duration) time.Time {
+	end := deleted.Add(hold)
+	if disrupted.After(end) {
+		end = disrupted
+	}
+	return end.Add(slack)
+}
 
 // isNodeReason tells whether a leave-reason annotation is one the node controller writes for a
 // deleted Node ("Node X (uid U) deleted at T, --leave-on-node-delete"): it is the only record of
@@ -155,13 +223,75 @@ func (r *run) deleteNode(i int) (string, error) {
 	return fmt.Sprintf("deleted Node %s (uid %s), bound to member %s", m.Name, l.nodeUID, l.idHex), nil
 }
 
-// followNodesLocked follows, on a list of the Nodes, those the scenario deleted: when each started
-// Terminating and when it went, and whether its member was still in etcd then (let go after the
-// hold, or for a cancelled leave).
-func (r *run) followNodesLocked(nodes []corev1.Node, now time.Time) {
+// nodeDisruption tells what, at this moment, keeps the leading agent from letting a deleted Node
+// go in time, or "": kube-apiserver down; an etcd member frozen or a network fault in place (the
+// apiserver's requests that land on a frozen or cut-off member, a Lease renewal among them, wait
+// out a timeout); or no agent that may lead (up, its member up, listed and registered). mayLead is
+// leadableAgent's answer, taken before the lock.
+func (r *run) nodeDisruptionLocked(mayLead bool) string {
+	switch {
+	case r.apiDown:
+		return "kube-apiserver down"
+	case r.netInPlace:
+		return "a network fault in place"
+	case !mayLead:
+		return "no agent may lead"
+	}
+	for i, f := range r.member {
+		if f == paused {
+			return "etcd " + nodeName(i) + " frozen"
+		}
+	}
+	return ""
+}
+
+// leadableAgent tells whether some agent may lead: the injector left it and its member up, etcd
+// lists its member, and it has registered it (/readyz), which an agent needs before it campaigns.
+func (r *run) leadableAgent() bool {
+	r.mu.Lock()
+	var candidates []int
+	for i, m := range r.w.members {
+		if r.agent[i] == up && r.member[i] == up && r.list.has(m.ID()) {
+			candidates = append(candidates, i)
+		}
+	}
+	r.mu.Unlock()
+	return slices.ContainsFunc(candidates, func(i int) bool {
+		return r.w.agents[i].Running() && r.w.members[i].Running() && r.w.agentReady(i)
+	})
+}
+
+// disruptLocked records that something happened that may end or stall the leading agent's term:
+// the Terminating invariant gives a deleted Node slack after it.
+func (r *run) disruptLocked(what string) {
+	r.disruptedAt, r.disruption = time.Now(), what
+}
+
+// checkNodesLocked checks, on a list of the Nodes that started at read, that no Node has been
+// Terminating for longer than its hold and the slack (nodeDeadline), and follows the Nodes the
+// scenario deleted: when each started Terminating and when it went, and whether its member was
+// still in etcd then (let go after the hold, or for a cancelled leave).
+func (r *run) checkNodesLocked(nodes []corev1.Node, read, now time.Time) {
 	present := map[types.UID]*corev1.Node{}
 	for k := range nodes {
-		present[nodes[k].UID] = &nodes[k]
+		node := &nodes[k]
+		present[node.UID] = node
+		if node.DeletionTimestamp == nil {
+			continue
+		}
+		deadline := nodeDeadline(node.DeletionTimestamp.Time, r.hold, r.disruptedAt, r.slack)
+		if read.After(deadline) {
+			since := "none this run"
+			if !r.disruptedAt.IsZero() {
+				since = fmt.Sprintf("%s at %s", r.disruption, r.disruptedAt.Sub(r.start).Truncate(100*time.Millisecond))
+			}
+			asked := "a deletion the harness did not register"
+			if k := slices.IndexFunc(r.leaves, func(l *leaveRec) bool { return l.nodeUID == node.UID }); k >= 0 {
+				asked = r.leaves[k].String()
+			}
+			r.violateLocked("terminating "+string(node.UID), "Node %s (uid %s) has been Terminating since %s, longer than --node-delete-hold %s and the slack %s after the later of the hold's end and the last disruption (%s); finalizers %v; %s",
+				node.Name, node.UID, node.DeletionTimestamp.UTC().Format(time.RFC3339), r.hold, r.slack, since, node.Finalizers, asked)
+		}
 	}
 	for _, l := range r.leaves {
 		if l.nodeUID == "" || !l.nodeGone.IsZero() {
@@ -286,6 +416,42 @@ func (r *run) restoreNodes() {
 		if registered {
 			r.logf("  registered Node %s again", m.Name)
 		}
+	}
+}
+
+// TestNodeTimings pins the slack down for the tests' timings, and shows that CHAOS_AGENT_ARGS
+// move it.
+func TestNodeTimings(t *testing.T) {
+	hold, slack, err := nodeTimings(nodeArgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hold != nodeHold || slack != 17100*time.Millisecond {
+		t.Errorf("hold %s, slack %s; want %s and 17.1s", hold, slack, nodeHold)
+	}
+	hold, slack, err = nodeTimings(append(slices.Clone(nodeArgs), "--leader-elect-lease-duration=5s", "--leader-elect-retry-period=1s", "--node-delete-hold=1m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hold != time.Minute || slack != 22200*time.Millisecond {
+		t.Errorf("production lease timings: hold %s, slack %s; want 1m and 22.2s", hold, slack)
+	}
+	if _, _, err := nodeTimings(nil); err == nil {
+		t.Errorf("no --node-delete-hold: no error")
+	}
+}
+
+// TestNodeDeadline: the slack counts from the hold's end, or from a later disruption.
+func TestNodeDeadline(t *testing.T) {
+	deleted := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	if got, want := nodeDeadline(deleted, nodeHold, time.Time{}, 10*time.Second), deleted.Add(nodeHold+10*time.Second); !got.Equal(want) {
+		t.Errorf("no disruption: %s, want %s", got, want)
+	}
+	if got, want := nodeDeadline(deleted, nodeHold, deleted.Add(time.Second), 10*time.Second), deleted.Add(nodeHold+10*time.Second); !got.Equal(want) {
+		t.Errorf("a disruption within the hold: %s, want %s", got, want)
+	}
+	if got, want := nodeDeadline(deleted, nodeHold, deleted.Add(time.Minute), 10*time.Second), deleted.Add(time.Minute+10*time.Second); !got.Equal(want) {
+		t.Errorf("a disruption after the hold: %s, want %s", got, want)
 	}
 }
 

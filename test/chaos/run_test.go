@@ -25,6 +25,10 @@ const (
 	retired          // an agent stopped because its member was removed (whole-node mode)
 )
 
+var faultNames = map[fault]string{
+	up: "up", killed: "killed", paused: "frozen", restarting: "restarting", joining: "re-joining", crashed: "crashed", retired: "retired",
+}
+
 // leaveRec is one leave request and what became of it.
 type leaveRec struct {
 	scenario int
@@ -146,6 +150,15 @@ type run struct {
 	// netScenario: the current scenario put a network fault in place.
 	netScenario bool
 
+	// hold is the agents' --node-delete-hold, slack the Terminating invariant's (nodeTimings).
+	hold, slack time.Duration
+	// disruptedAt is when the injector last did something that may end or stall the leading
+	// agent's term, or the monitor last saw such a state (nodeDisruptionLocked); disruption says
+	// what. apiDown: kube-apiserver is being restarted; netInPlace: a network fault is in place.
+	disruptedAt         time.Time
+	disruption          string
+	apiDown, netInPlace bool
+
 	// netFaults are the network faults in place; only the injector touches them.
 	netFaults []netFault
 }
@@ -234,8 +247,15 @@ func (r *run) setMember(i int, f fault) {
 	switch was := r.member[i]; {
 	case f == up && was != up && was != joining:
 		r.backLocked(i)
+		if was == paused {
+			// The apiserver's requests held by the frozen member go on now.
+			r.disruptLocked("etcd " + nodeName(i) + " resumed")
+		}
 	case f != up && was == up:
 		r.downSince[i] = time.Now()
+	}
+	if f != up {
+		r.disruptLocked("etcd " + nodeName(i) + " " + faultNames[f])
 	}
 	r.member[i] = f
 	if f == up || f == joining {
@@ -257,6 +277,9 @@ func (r *run) backLocked(i int) {
 func (r *run) setAgent(i int, f fault) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if f != up {
+		r.disruptLocked("agent " + nodeName(i) + " " + faultNames[f])
+	}
 	r.agent[i] = f
 	if f == up {
 		r.agentDown = slices.DeleteFunc(r.agentDown, func(j int) bool { return j == i })
@@ -304,8 +327,8 @@ func (r *run) summary() string {
 	fmt.Fprintf(&b, "  steps       %d run, %d skipped as no longer fitting\n", c.steps, c.skipped)
 	fmt.Fprintf(&b, "  faults      %d: %s\n", sum(c.faults), render(c.faults))
 	fmt.Fprintf(&b, "  leaves      %d sent by the harness and %d by deleting a Node (%d cancelled), %d asked by the dead-member policy (%d outage steps), outcomes: %s\n", c.leaves, c.nodeDeletions, c.cancels, c.policyLeaves, c.outages, render(c.outcomes))
-	fmt.Fprintf(&b, "  nodes       %d deleted, let go when: %s; Terminating %s at the median, %s at most (hold %s)\n",
-		c.nodeDeletions, render(c.nodeReleases), median(c.terminating), maxOf(c.terminating), nodeHold)
+	fmt.Fprintf(&b, "  nodes       %d deleted, let go when: %s; Terminating %s at the median, %s at most (hold %s, slack %s)\n",
+		c.nodeDeletions, render(c.nodeReleases), median(c.terminating), maxOf(c.terminating), r.hold, r.slack)
 	fmt.Fprintf(&b, "  refusals    %d leaves refused at least once (QuorumAtRisk or LastVoter); %d handed over; %d met an etcd error\n", c.refusals, c.handOvers, c.etcdErrors)
 	fmt.Fprintf(&b, "  removals    %d seen in etcd's member list; %d re-joins\n", c.removals, c.rejoins)
 	fmt.Fprintf(&b, "  crash points armed %s, hit %s\n", render(c.crashArmed), render(c.crashHit))
