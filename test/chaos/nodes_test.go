@@ -269,8 +269,8 @@ func (r *run) disruptLocked(what string) {
 
 // checkNodesLocked checks, on a list of the Nodes that started at read, that no Node has been
 // Terminating for longer than its hold and the slack (nodeDeadline), and follows the Nodes the
-// scenario deleted: when each started Terminating and when it went, and whether its member was
-// still in etcd then (let go after the hold, or for a cancelled leave).
+// scenario deleted: when each started Terminating and when it went, and why (its member left,
+// its leave was cancelled, or the hold ran out).
 func (r *run) checkNodesLocked(nodes []corev1.Node, read, now time.Time) {
 	present := map[types.UID]*corev1.Node{}
 	for k := range nodes {
@@ -303,17 +303,22 @@ func (r *run) checkNodesLocked(nodes []corev1.Node, read, now time.Time) {
 			l.nodeDeleted = node.DeletionTimestamp.Time
 		case !ok && !l.uncertain:
 			l.nodeGone = now
+			// The member lists the monitors read lag behind by a sample each, so the hold is told
+			// by how long the Node was there: it is let go for its member's leaving or cancel as
+			// soon as the leader sees that, and only then for the hold.
+			took := now.Sub(l.issued)
+			if !l.nodeDeleted.IsZero() {
+				took = now.Sub(l.nodeDeleted)
+				r.c.terminating = append(r.c.terminating, took)
+			}
 			how := "member left"
 			switch {
 			case l.cancelled:
 				how = "leave cancelled"
-			case r.list.has(l.id):
+			case took >= r.hold:
 				how = "hold ran out"
 			}
 			r.c.nodeReleases[how]++
-			if !l.nodeDeleted.IsZero() {
-				r.c.terminating = append(r.c.terminating, now.Sub(l.nodeDeleted))
-			}
 		}
 	}
 }
