@@ -3,7 +3,8 @@
 // never takes the cluster below quorum; it removes no member that no leave asked for; every leave
 // reaches an outcome, explained in its Left condition, in bounded time; a leader that crashes
 // inside the leave sequence leaves enough behind for the next one to report the removal as its
-// own; and the objects come back to what etcd says.
+// own; a deleted member's Node goes within its hold and a failover's slack; and the objects come
+// back to what etcd says.
 //
 // `make test` runs a short run with a fixed seed; `make chaos` a long one (CHAOS_SCENARIOS,
 // CHAOS_SEED). docs/testing.md describes both.
@@ -34,8 +35,8 @@ const (
 	// points, two leaves on a cluster with a member down (the second must be refused until it
 	// is back), a re-join mid-scenario (no network fault, no other leave pending), an
 	// apiserver crash, a partition (a link between the etcd leader and another member cut
-	// both ways) and an outage for the dead-member policy; TestShortRunCoversItsCases checks the
-	// plan still does.
+	// both ways), an outage for the dead-member policy and the deletion of a member's Node;
+	// TestShortRunCoversItsCases checks the plan still does.
 	shortSeed      = 1033762
 	shortScenarios = 5
 )
@@ -137,10 +138,15 @@ func TestChaos(t *testing.T) {
 	if cfg.wholeNodes {
 		mode = "whole nodes (CHAOS_WHOLE_NODES=1)"
 	}
-	args := append(slices.Clone(policyArgs), cfg.agentArgs...)
+	args := append(append(slices.Clone(nodeArgs), policyArgs...), cfg.agentArgs...)
+	hold, slack, err := nodeTimings(args)
+	if err != nil {
+		t.Fatal(err)
+	}
 	fmt.Printf("chaos: seed %d, scenarios %d..%d, %d members, %s, agent args %v\n", cfg.seed, first, last, members, mode, args)
 	w := newWorld(t, members, args)
 	r := newRun(t, cfg, w)
+	r.hold, r.slack = hold, slack
 	defer func() {
 		fmt.Print(r.summary())
 		if t.Failed() {

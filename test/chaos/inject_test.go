@@ -43,6 +43,8 @@ func (r *run) runStep(s step) {
 		what, err = r.restartAPIServer()
 	case leave:
 		what, err = r.leave(s.member, "")
+	case deleteNode:
+		what, err = r.deleteNode(s.member)
 	case cancelLeave:
 		what, err = r.cancel(s.member)
 	case rejoin:
@@ -82,8 +84,16 @@ func (r *run) count(fault string) {
 // for longer than the framework waits for a stop.
 func (r *run) restartAPIServer() (string, error) {
 	start := time.Now()
+	r.mu.Lock()
+	r.apiDown = true
+	r.disruptLocked("kube-apiserver killed")
+	r.mu.Unlock()
 	r.w.api.Kill(r.t)
 	r.w.api.Start(r.t)
+	r.mu.Lock()
+	r.apiDown = false
+	r.disruptLocked("kube-apiserver started again")
+	r.mu.Unlock()
 	r.count("apiserver restart")
 	return fmt.Sprintf("SIGKILL kube-apiserver and started it again (%s)", time.Since(start).Round(100*time.Millisecond)), nil
 }
@@ -443,6 +453,8 @@ func (r *run) faultNet(s step) (string, error) {
 	r.netFaults = append(r.netFaults, netFault{what: what, heal: heal})
 	r.mu.Lock()
 	r.netScenario = true
+	r.netInPlace = true
+	r.disruptLocked(what)
 	r.mu.Unlock()
 	return what, nil
 }
@@ -460,5 +472,9 @@ func (r *run) healNet() (string, error) {
 		healed = append(healed, f.what)
 	}
 	r.netFaults = nil
+	r.mu.Lock()
+	r.netInPlace = false
+	r.disruptLocked("network healed")
+	r.mu.Unlock()
 	return "healed: " + strings.Join(healed, ", "), nil
 }

@@ -186,9 +186,18 @@ func (r *run) sampleObjects(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	nodesRead := time.Now()
+	nodes, nodesErr := r.w.nodes(ctx)
+	mayLead := r.leadableAgent()
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if what := r.nodeDisruptionLocked(mayLead); what != "" {
+		r.disruptLocked(what)
+	}
+	if nodesErr == nil {
+		r.checkNodesLocked(nodes, nodesRead, now)
+	}
 	r.notePolicyLeavesLocked(objs, now)
 	r.judgeRemovalsLocked(started)
 	r.objectsRead = started
@@ -230,6 +239,12 @@ func (r *run) notePolicyLeavesLocked(objs []v1alpha1.EtcdMember, now time.Time) 
 		i := r.w.memberIndex(id)
 		if _, gone := r.former[id]; gone && i < 0 {
 			// Of a node re-joined since: its removal was judged before the re-join.
+			continue
+		}
+		if isNodeReason(why) {
+			// The harness registers every member whose Node it deletes before the deletion.
+			r.violateLocked("node request "+obj.Spec.MemberID, "%s: a Node's deletion asked member %s to leave (%q), but the harness deleted no Node bound to that member: %s",
+				obj.Name, obj.Spec.MemberID, why, describe(obj))
 			continue
 		}
 		if i < 0 {
@@ -316,6 +331,7 @@ func (r *run) authorizedBy(id uint64) string {
 
 // followLeave records the Left conditions a leave goes through.
 func (r *run) followLeave(l *leaveRec, obj *v1alpha1.EtcdMember, now time.Time) {
+	r.checkNodeRequest(l, obj)
 	c := status.Get(obj, v1alpha1.ConditionLeft)
 	if c == nil {
 		return
@@ -360,6 +376,7 @@ func (r *run) checkProcesses(now time.Time) {
 		if !exited {
 			continue
 		}
+		r.disruptLocked("agent " + nodeName(i) + " exited")
 		if r.armed[i] != "" && code == failpoint.ExitCode {
 			r.agent[i] = crashed
 			r.agentDown = append(r.agentDown, i)

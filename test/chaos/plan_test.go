@@ -35,6 +35,7 @@ const (
 	cutAgentEtcd                 // drop everything between an agent and its own etcd member
 	healNet                      // lift every network fault
 	outage                       // SIGKILL an etcd member and keep it down past --remove-unreachable-after
+	deleteNode                   // delete a member's Node: under --leave-on-node-delete, a leave request
 )
 
 var kindNames = map[kind]string{
@@ -42,7 +43,7 @@ var kindNames = map[kind]string{
 	killAgent: "kill agent", pauseAgent: "pause agent", restartAgent: "restart agent", healAgent: "heal agent",
 	restartAPIServer: "restart apiserver", leave: "leave", cancelLeave: "cancel leave", rejoin: "rejoin", wait: "wait",
 	cutLink: "cut link", cutOneWay: "cut one way", slowPeers: "delay peer links", cutAgentEtcd: "cut etcd link of agent",
-	healNet: "heal network", outage: "outage of etcd",
+	healNet: "heal network", outage: "outage of etcd", deleteNode: "delete the Node of",
 }
 
 // netKinds are the network faults; a scenario carries at most one at a time.
@@ -261,6 +262,11 @@ func firstHealable(down []int, killed, leaves uint) int {
 // leaveWeights makes each further leave in a scenario less likely: every removal costs a re-join.
 var leaveWeights = [maxLeaves]int{3, 2, 1, 1}
 
+// nodeDeleteWeights are the part of leaveWeights that deleting the member's Node takes: the
+// deletion asks for the member's leave (--leave-on-node-delete), so it is drawn as one kind of
+// leave, and the mix of the other steps stays what it was.
+var nodeDeleteWeights = [maxLeaves]int{1, 1, 0, 0}
+
 type candidate struct {
 	weight int
 	step   step
@@ -289,7 +295,10 @@ func (p *planState) next(r *rand.Rand) step {
 			anyMayFail = false
 		}
 		if p.leaves&bit == 0 && pending < maxLeaves {
-			add(leaveWeights[pending], step{kind: leave, member: i})
+			add(leaveWeights[pending]-nodeDeleteWeights[pending], step{kind: leave, member: i})
+			if w := nodeDeleteWeights[pending]; w > 0 {
+				add(w, step{kind: deleteNode, member: i})
+			}
 		}
 		if p.leaves&^p.cancelled&bit != 0 {
 			add(1, step{kind: cancelLeave, member: i})
@@ -387,7 +396,7 @@ func (p *planState) apply(s step) {
 		p.net, p.raft = true, s.kind != cutAgentEtcd
 	case healNet:
 		p.net, p.raft = false, false
-	case leave:
+	case leave, deleteNode:
 		p.leaves |= bit
 	case cancelLeave:
 		p.cancelled |= bit
@@ -425,7 +434,9 @@ func TestPlanIsDeterministic(t *testing.T) {
 // no leave was asked before it (the policy keeps --min-voters=3 of the four), and a re-join when
 // besides that no network fault is in place and no other member's leave may be pending (a
 // skipped re-join leaves its member's pending). A second leave with a member down counts unless
-// its member is the outage's, whose leave the policy has already asked.
+// its member is the outage's, whose leave the policy has already asked. Deleting a Node is a leave
+// request; it counts as such, and on its own when its member was not taken down before it (the
+// policy may have asked for that member already, and the deletion is then skipped).
 func shortRunMisses(seed uint64, n int) []string {
 	want := map[string]bool{}
 	for index := 1; index <= n; index++ {
@@ -452,9 +463,12 @@ func shortRunMisses(seed uint64, n int) []string {
 				outaged |= bit
 			case healMember:
 				down = max(down-1, 0)
-			case leave:
+			case leave, deleteNode:
 				if outaged&bit != 0 {
 					continue
+				}
+				if s.kind == deleteNode && wentDown&bit == 0 {
+					want["a Node deleted"] = true
 				}
 				leaves++
 				leaving |= bit
@@ -484,7 +498,7 @@ func shortRunMisses(seed uint64, n int) []string {
 	for _, need := range []string{
 		"crash point " + failpoint.LeaveBeforeRemove, "crash point " + failpoint.LeaveAfterRemove,
 		"two leaves with a member down", "a re-join mid-scenario", "an apiserver crash", "a partition",
-		"an outage past --remove-unreachable-after",
+		"an outage past --remove-unreachable-after", "a Node deleted",
 	} {
 		if !want[need] {
 			misses = append(misses, need)
@@ -532,6 +546,29 @@ func TestAQuarterCarryANetworkFault(t *testing.T) {
 		}
 		if withNet < 50 {
 			t.Errorf("seed %d: %d of 200 scenarios carry a network fault, want at least 50", seed, withNet)
+		}
+	}
+}
+
+// TestNodeDeletionsAreCommon: deleting a member's Node is drawn as one kind of leave
+// (nodeDeleteWeights); a long run must carry enough of them to meet a refused leave, a
+// hand-over and a failover during the hold now and then. The seeds here stand for the random ones
+// of `make chaos`.
+func TestNodeDeletionsAreCommon(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		deletions, leaves := 0, 0
+		for index := 1; index <= 200; index++ {
+			for _, s := range planScenario(seed, index, members).steps {
+				switch s.kind {
+				case deleteNode:
+					deletions++
+				case leave:
+					leaves++
+				}
+			}
+		}
+		if deletions < 30 || deletions > leaves {
+			t.Errorf("seed %d: %d Node deletions and %d leaves in 200 scenarios, want at least 30 deletions and no more than leaves", seed, deletions, leaves)
 		}
 	}
 }

@@ -89,7 +89,9 @@ func refused(err error) bool {
 }
 
 // cancel sets spec.leave back to false. A cancel whose answer is lost counts as sent: the leave
-// then ends either removed or cancelled, and both are accepted for a cancelled leave.
+// then ends either removed or cancelled, and both are accepted for a cancelled leave. The leave a
+// Node's deletion asks for is cancelled once the node controller has written it: before, there
+// is nothing to cancel, and the request would come after the cancel.
 func (r *run) cancel(i int) (string, error) {
 	l := r.leaveOf(i)
 	if l == nil || l.cancelled || l.rejoined {
@@ -105,6 +107,9 @@ func (r *run) cancel(i int) (string, error) {
 			return fmt.Errorf("the object records another member: %s", describe(obj))
 		}
 		if !obj.Spec.Leave {
+			if l.nodeUID != "" && !sent {
+				return fmt.Errorf("the deletion of Node %s has not asked for the leave yet: %s", l.name, describe(obj))
+			}
 			return nil
 		}
 		patch := client.MergeFromWithOptions(obj.DeepCopy(), client.MergeFromWithOptimisticLock{})
@@ -122,8 +127,9 @@ func (r *run) cancel(i int) (string, error) {
 	return "cancelled the " + l.String(), nil
 }
 
-// rejoin waits for member i's leave to be carried out, then brings the node back wiped, as a new
-// member, while whatever else is in flight goes on.
+// rejoin waits for member i's leave to be carried out (and, for a leave asked by deleting the
+// Node, for the Node to go), then brings the node back wiped, as a new member, while whatever
+// else is in flight goes on.
 func (r *run) rejoin(i int) (string, error) {
 	l := r.leaveOf(i)
 	if l == nil || l.cancelled || l.rejoined {
@@ -147,6 +153,15 @@ func (r *run) rejoin(i int) (string, error) {
 		}
 		if (memberSample{members: list.Members}).has(l.id) {
 			return fmt.Errorf("Left=True/Removed, but etcd still lists member %s", l.idHex)
+		}
+		if l.nodeUID != "" {
+			node, err := r.w.node(ctx, l.name)
+			if err != nil {
+				return err
+			}
+			if node != nil && node.UID == l.nodeUID {
+				return fmt.Errorf("removed, but the deleted Node is still there: %s", framework.NodeString(node))
+			}
 		}
 		return nil
 	})
@@ -175,7 +190,13 @@ func (r *run) rejoinMember(i int) (string, error) {
 	if !quorumHolds(voters, down, pending) && !fromOne {
 		return "", skip("re-joining %s now could cost quorum", m.Name)
 	}
-	start, old, oldID := time.Now(), m.IDHex(), m.ID()
+	start := time.Now()
+	// The new member is bound to the node's Node, and held, as the old one was.
+	renewed, err := r.renewNode(i)
+	if err != nil {
+		return "", err
+	}
+	old, oldID := m.IDHex(), m.ID()
 	r.setMember(i, joining)
 	// The node comes back as a whole: an agent that went down with it, or was stopped with its
 	// removal, starts with it and waits for its etcd, as on a booting machine.
@@ -197,7 +218,7 @@ func (r *run) rejoinMember(i int) (string, error) {
 	}
 	r.c.rejoins++
 	r.mu.Unlock()
-	return fmt.Sprintf("re-joined %s%s: member %s is now %s (%s)", m.Name, node, old, m.IDHex(), time.Since(start).Round(100*time.Millisecond)), nil
+	return fmt.Sprintf("re-joined %s%s: member %s is now %s (%s%s)", m.Name, node, old, m.IDHex(), time.Since(start).Round(100*time.Millisecond), renewed), nil
 }
 
 func (r *run) leaveOfLocked(i int) *leaveRec {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -32,6 +33,7 @@ const (
 func (r *run) restore() {
 	r.t.Helper()
 	r.healAll()
+	r.resolveNodeDeletions()
 	r.policyQuiet()
 	r.explainRemovals()
 	r.settleLeaves()
@@ -42,6 +44,7 @@ func (r *run) restore() {
 		r.settleLeaves()
 	}
 	r.rejoinRemoved()
+	r.restoreNodes()
 	r.converge()
 	// Removals seen until the baseline came back are judged in their own scenario.
 	r.explainRemovals()
@@ -375,8 +378,9 @@ func (r *run) rejoinRemoved() {
 
 // converge waits until etcd, the processes and the objects are at the baseline again: every
 // member listed, started and a voter; every agent up and registered; one object per member that
-// records it truthfully (Joined, peer URLs, no leave left); no other object claiming a listed
-// member or saying Joined; and an agent holding the Lease.
+// records it truthfully (Joined, peer URLs, no leave left) and binds it to its Node, which is
+// there and held with the finalizer; no other object claiming a listed member or saying Joined;
+// and an agent holding the Lease.
 func (r *run) converge() {
 	r.t.Helper()
 	start := time.Now()
@@ -385,7 +389,24 @@ func (r *run) converge() {
 		if err != nil {
 			return err
 		}
+		nodes, err := r.w.nodes(ctx)
+		if err != nil {
+			return err
+		}
 		var errs []error
+		for _, m := range r.w.members {
+			k := slices.IndexFunc(nodes, func(n corev1.Node) bool { return n.Name == m.Name })
+			if k < 0 || !held(&nodes[k]) {
+				node := (*corev1.Node)(nil)
+				if k >= 0 {
+					node = &nodes[k]
+				}
+				errs = append(errs, fmt.Errorf("Node %s is not there and held: %s", m.Name, framework.NodeString(node)))
+			}
+			if obj := objs[m.Name]; obj != nil && obj.Status.NodeName != m.Name {
+				errs = append(errs, fmt.Errorf("object %s does not bind Node %s: status.nodeName=%q", m.Name, m.Name, obj.Status.NodeName))
+			}
+		}
 		if len(list.members) != r.n {
 			errs = append(errs, fmt.Errorf("etcd lists %d members (%s), want %d", len(list.members), renderMembers(list.members), r.n))
 		}

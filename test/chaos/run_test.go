@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // fault is what the injector did to a member or an agent.
@@ -22,6 +24,10 @@ const (
 	crashed          // an agent that exited by itself and has not been started again
 	retired          // an agent stopped because its member was removed (whole-node mode)
 )
+
+var faultNames = map[fault]string{
+	up: "up", killed: "killed", paused: "frozen", restarting: "restarting", joining: "re-joining", crashed: "crashed", retired: "retired",
+}
 
 // leaveRec is one leave request and what became of it.
 type leaveRec struct {
@@ -40,6 +46,10 @@ type leaveRec struct {
 	uncertain bool
 	// policy: the dead-member policy asked for it (--remove-unreachable-after), not the harness.
 	policy bool
+	// nodeUID is the Node the harness deleted to ask for it (deleteNode), if it did; nodeDeleted
+	// is the deletionTimestamp the monitor saw on it, nodeGone when it first saw it gone.
+	nodeUID               types.UID
+	nodeDeleted, nodeGone time.Time
 	// reasons are the Left conditions seen, as status/reason, consecutive repeats dropped.
 	reasons   []string
 	explained time.Time // when a Left condition was first seen
@@ -49,8 +59,11 @@ type leaveRec struct {
 
 func (l *leaveRec) String() string {
 	by := ""
-	if l.policy {
+	switch {
+	case l.policy:
 		by = " asked by the dead-member policy"
+	case l.nodeUID != "":
+		by = fmt.Sprintf(" asked by deleting its Node (uid %s)", l.nodeUID)
 	}
 	return fmt.Sprintf("leave of %s (member %s, scenario %d)%s", l.name, l.idHex, l.scenario, by)
 }
@@ -71,6 +84,11 @@ type counts struct {
 	leaves, cancels, refusals int
 	// policyLeaves are the leaves the dead-member policy asked for; outages the outage steps.
 	policyLeaves, outages int
+	// nodeDeletions are the Nodes deleted (deleteNode); nodeReleases counts how each went, and
+	// terminating how long each was Terminating.
+	nodeDeletions         int
+	nodeReleases          map[string]int
+	terminating           []time.Duration
 	handOvers, etcdErrors int
 	removals, rejoins     int
 	crashArmed, crashHit  map[string]int
@@ -132,6 +150,15 @@ type run struct {
 	// netScenario: the current scenario put a network fault in place.
 	netScenario bool
 
+	// hold is the agents' --node-delete-hold, slack the Terminating invariant's (nodeTimings).
+	hold, slack time.Duration
+	// disruptedAt is when the injector last did something that may end or stall the leading
+	// agent's term, or the monitor last saw such a state (nodeDisruptionLocked); disruption says
+	// what. apiDown: kube-apiserver is being restarted; netInPlace: a network fault is in place.
+	disruptedAt         time.Time
+	disruption          string
+	apiDown, netInPlace bool
+
 	// netFaults are the network faults in place; only the injector touches them.
 	netFaults []netFault
 }
@@ -153,6 +180,7 @@ func newRun(t *testing.T, cfg config, w *world) *run {
 	}
 	r.c.faults, r.c.outcomes = map[string]int{}, map[string]int{}
 	r.c.crashArmed, r.c.crashHit = map[string]int{}, map[string]int{}
+	r.c.nodeReleases = map[string]int{}
 	return r
 }
 
@@ -219,8 +247,15 @@ func (r *run) setMember(i int, f fault) {
 	switch was := r.member[i]; {
 	case f == up && was != up && was != joining:
 		r.backLocked(i)
+		if was == paused {
+			// The apiserver's requests held by the frozen member go on now.
+			r.disruptLocked("etcd " + nodeName(i) + " resumed")
+		}
 	case f != up && was == up:
 		r.downSince[i] = time.Now()
+	}
+	if f != up {
+		r.disruptLocked("etcd " + nodeName(i) + " " + faultNames[f])
 	}
 	r.member[i] = f
 	if f == up || f == joining {
@@ -242,6 +277,9 @@ func (r *run) backLocked(i int) {
 func (r *run) setAgent(i int, f fault) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if f != up {
+		r.disruptLocked("agent " + nodeName(i) + " " + faultNames[f])
+	}
 	r.agent[i] = f
 	if f == up {
 		r.agentDown = slices.DeleteFunc(r.agentDown, func(j int) bool { return j == i })
@@ -288,7 +326,9 @@ func (r *run) summary() string {
 	fmt.Fprintf(&b, "  scenarios   %d of %d (%d crash-point scenarios, %d with a network fault)\n", c.scenarios, r.cfg.total(), sum(c.crashArmed), c.netScenarios)
 	fmt.Fprintf(&b, "  steps       %d run, %d skipped as no longer fitting\n", c.steps, c.skipped)
 	fmt.Fprintf(&b, "  faults      %d: %s\n", sum(c.faults), render(c.faults))
-	fmt.Fprintf(&b, "  leaves      %d sent by the harness (%d cancelled) and %d asked by the dead-member policy (%d outage steps), outcomes: %s\n", c.leaves, c.cancels, c.policyLeaves, c.outages, render(c.outcomes))
+	fmt.Fprintf(&b, "  leaves      %d sent by the harness and %d by deleting a Node (%d cancelled), %d asked by the dead-member policy (%d outage steps), outcomes: %s\n", c.leaves, c.nodeDeletions, c.cancels, c.policyLeaves, c.outages, render(c.outcomes))
+	fmt.Fprintf(&b, "  nodes       %d deleted, let go when: %s; Terminating %s at the median, %s at most (hold %s, slack %s)\n",
+		c.nodeDeletions, render(c.nodeReleases), median(c.terminating), maxOf(c.terminating), r.hold, r.slack)
 	fmt.Fprintf(&b, "  refusals    %d leaves refused at least once (QuorumAtRisk or LastVoter); %d handed over; %d met an etcd error\n", c.refusals, c.handOvers, c.etcdErrors)
 	fmt.Fprintf(&b, "  removals    %d seen in etcd's member list; %d re-joins\n", c.removals, c.rejoins)
 	fmt.Fprintf(&b, "  crash points armed %s, hit %s\n", render(c.crashArmed), render(c.crashHit))

@@ -41,7 +41,8 @@ const clientQPS = 100
 
 // world is the one test bed every scenario of a run shares: etcd members, kube-apiserver with
 // the CRD and RBAC of config/default, and an agent per member with the least-privilege
-// credential. Member i runs on node i+1, and agents[i] is its agent.
+// credential. Member i runs on node i+1, and agents[i] is its agent; the Node object of node i+1
+// is named like the member, and the agent runs with --node-name set to it.
 type world struct {
 	t       *testing.T
 	cluster *framework.Cluster
@@ -67,7 +68,10 @@ func newWorld(t *testing.T, size int, agentArgs []string) *world {
 
 	_, kubeconfig := api.User(t, "etcdmember-agent", "etcdmember:agents")
 	for _, m := range w.members {
-		w.agents = append(w.agents, framework.StartAgent(t, m, api, append([]string{"--kubeconfig=" + kubeconfig}, agentArgs...)...))
+		// Registered before its agent starts, as a kubelet registers its Node on boot.
+		api.RegisterNode(t, m.Name)
+		args := append([]string{"--kubeconfig=" + kubeconfig, "--node-name=" + m.Name}, agentArgs...)
+		w.agents = append(w.agents, framework.StartAgent(t, m, api, args...))
 		cli, err := clientv3.New(clientv3.Config{
 			Endpoints:   []string{m.ListenClientURL()},
 			DialTimeout: callTimeout,
