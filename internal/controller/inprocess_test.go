@@ -569,22 +569,9 @@ func TestNotServingReachesTheObject(t *testing.T) {
 	w := newWorld(t, etcdfake.Voters(3)...)
 	w.etcd.Set(3, func(m *etcdfake.Member) { m.NoLeader = true })
 	var state pollState
-	round := func() {
-		t.Helper()
-		w.watcher.poll(t.Context(), &state, true)
-		for {
-			select {
-			case ev := <-w.watcher.enqueue:
-				w.mustReconcileEnqueued(ev.Object.GetName())
-				continue
-			default:
-			}
-			return
-		}
-	}
-	round()
+	w.pollRound(&state)
 	w.expect("node-3", v1alpha1.ConditionHealthy, metav1.ConditionTrue, v1alpha1.ReasonServing, "first round without a leader")
-	round()
+	w.pollRound(&state)
 	w.expect("node-3", v1alpha1.ConditionHealthy, metav1.ConditionFalse, v1alpha1.ReasonNotServing, "second round without a leader")
 }
 

@@ -53,27 +53,14 @@ func TestLeadersOwnMemberDies(t *testing.T) {
 	var routed []string
 	w.watcher.router = &Router{SetEndpoints: func(u []string) { routed = u }}
 	var state pollState
-	round := func() {
-		t.Helper()
-		w.watcher.poll(t.Context(), &state, true)
-		for {
-			select {
-			case ev := <-w.watcher.enqueue:
-				w.mustReconcileEnqueued(ev.Object.GetName())
-				continue
-			default:
-			}
-			return
-		}
-	}
-	round()
+	w.pollRound(&state)
 	if want := []string{"https://127.0.0.1:2379", "https://127.0.0.2:2379", "https://127.0.0.3:2379"}; !slices.Equal(routed, want) {
 		t.Fatalf("routed to %v while every member serves, want %v", routed, want)
 	}
 	w.etcd.Set(1, func(m *etcdfake.Member) { m.Down = true })
 	// Read through the dead member, the list fails; the round still probes.
 	w.etcd.Fail(etcdfake.OpMemberList, errors.New("connection refused"))
-	round()
+	w.pollRound(&state)
 	w.expect("node-1", v1alpha1.ConditionHealthy, metav1.ConditionFalse, v1alpha1.ReasonUnreachable, "the round after the own member died")
 	if want := []string{"https://127.0.0.2:2379", "https://127.0.0.3:2379"}; !slices.Equal(routed, want) {
 		t.Errorf("routed to %v, want the serving voters %v", routed, want)

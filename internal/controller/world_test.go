@@ -158,6 +158,22 @@ func (w *world) mustReconcileEnqueued(name string) {
 	}
 }
 
+// pollRound runs one poll of the watcher, as its loop does with a probe due, then reconciles
+// everything it enqueued.
+func (w *world) pollRound(state *pollState) {
+	w.t.Helper()
+	w.watcher.poll(w.t.Context(), state, true)
+	for {
+		select {
+		case ev := <-w.watcher.enqueue:
+			w.mustReconcileEnqueued(ev.Object.GetName())
+			continue
+		default:
+		}
+		return
+	}
+}
+
 func (w *world) mustReconcile(name string) ctrl.Result {
 	w.t.Helper()
 	res, err := w.reconcile(name)
