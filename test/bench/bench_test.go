@@ -40,6 +40,10 @@ const (
 // BENCH_FAILOVER_RUNS=10 go test -tags bench -run 'TestBench/production/failover' ./test/bench/
 const failoverRunsEnv = "BENCH_FAILOVER_RUNS"
 
+// reportEnv names a file to write the report of whatever sections ran to, for trial runs of one
+// section: docs/BENCHMARKS.md is only written when every section ran.
+const reportEnv = "BENCH_REPORT"
+
 // testTimings names the agent timings of the framework's TestAgentArgs.
 const testTimings = "tests' timings (lease 4s, renew 3s, retry 0.5s)"
 
@@ -91,8 +95,9 @@ func TestMain(m *testing.M) {
 
 // TestBench runs every measurement, each on a test bed of its own, prints the results and, when
 // every section ran, writes docs/BENCHMARKS.md. `-run TestBench/<section>` runs one section
-// and leaves the file alone; the production section has parts of its own (quiet, failover,
-// stall, detection, outage), so `-run TestBench/production/failover` runs its failovers alone.
+// and leaves the file alone (BENCH_REPORT=<file> writes what it measured there instead); the
+// production section has parts of its own (quiet, failover, stall, detection, outage), so
+// `-run TestBench/production/failover` runs its failovers alone.
 func TestBench(t *testing.T) {
 	rep := newReport(t)
 	sections := []struct {
@@ -112,6 +117,12 @@ func TestBench(t *testing.T) {
 	}
 	rep.finish(t)
 	fmt.Print("\n" + rep.table() + "\n")
+	if path := os.Getenv(reportEnv); path != "" {
+		if err := os.WriteFile(path, []byte(rep.markdown()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote the report of the sections that ran to %s", path)
+	}
 	if !rep.complete() {
 		t.Log("not every section ran: docs/BENCHMARKS.md left as it was")
 		return
