@@ -4,6 +4,8 @@ package bench
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 )
@@ -70,7 +72,40 @@ func (r *report) nodeRows() []row {
 			distRow(prefix+"the Node's deletionTimestamp as recorded (whole seconds, see Details) → gone from etcd's member list (ms)", fromRecorded),
 		)
 	}
-	return rows
+	return append(rows, r.manyNodesRows()...)
+}
+
+func (r *report) manyNodesRows() []row {
+	c := r.manyNodes
+	if c == nil {
+		return nil
+	}
+	const prefix = "Many Nodes, production defaults, --leave-on-node-delete, 3 members bound: "
+	extra := fmt.Sprintf("%d other Nodes", c.with.extraNodes)
+	var rows []row
+	for _, part := range []struct {
+		what string
+		get  func(manyNodesRun) agentWindow
+	}{
+		{"the leading agent over a steady minute", func(m manyNodesRun) agentWindow { return m.steady }},
+		{"the next leader over the minute from the leader's SIGKILL (its term's start and sweep inside)", func(m manyNodesRun) agentWindow { return m.failover }},
+	} {
+		without, with := part.get(c.without), part.get(c.with)
+		rssGrowth := mib(with.rss - without.rss)
+		reqGrowth := 100 * (with.requestsPerMinute()/without.requestsPerMinute() - 1)
+		rows = append(rows,
+			valueRow(prefix+part.what+", no other Node: RSS at the end (MiB)", mib(without.rss)),
+			valueRow(prefix+part.what+", "+extra+": RSS at the end (MiB)", mib(with.rss)).
+				withGoal("≤ no other Node + 10 MB", with.rss-without.rss <= 10e6, fmt.Sprintf("%+.2f MiB", rssGrowth)),
+			valueRow(prefix+part.what+", no other Node: its API requests per minute", without.requestsPerMinute()),
+			valueRow(prefix+part.what+", "+extra+": its API requests per minute", with.requestsPerMinute()).
+				withGoal("≤ no other Node + 10 %", reqGrowth <= 10, fmt.Sprintf("%+.1f %%", reqGrowth)),
+		)
+	}
+	return append(rows,
+		valueRow(prefix+"the term's sweep, no other Node: list pages of every Node (audit log)", float64(c.without.failover.sweepPages)),
+		valueRow(prefix+"the term's sweep, "+extra+": list pages of every Node (audit log)", float64(c.with.failover.sweepPages)),
+	)
 }
 
 // Which cases a step of nodeSteps applies to.
@@ -184,6 +219,42 @@ func (r *report) writeNodes(b *strings.Builder) {
 			fmt.Fprintf(b, "%s, each run, process start → exit (ms): %s.\n\n", c, strings.Join(parts, ", "))
 		}
 	}
+	r.writeManyNodes(b)
+}
+
+func (r *report) writeManyNodes(b *strings.Builder) {
+	c := r.manyNodes
+	if c == nil {
+		return
+	}
+	fmt.Fprintf(b, "### Many Nodes\n\nTwo fresh 3-member test beds at the production defaults with `--leave-on-node-delete`, each member's\n")
+	fmt.Fprintf(b, "agent bound to its Node: one with no other Node, one with %d other Nodes created before the agents started\n", c.with.extraNodes)
+	fmt.Fprintf(b, "(%d at once, in %s; one Node's metadata as the agents' metadata client receives it: %d bytes).\n\n", createWorkers, c.with.created.Round(time.Second), c.with.metadataBytes)
+	b.WriteString("| test bed | window | agent | RSS at the end (MiB) | peak RSS since start (MiB) | CPU s | API requests per minute by method | elected after (s) | agents' Node requests in the window (audit log) |\n")
+	b.WriteString("|---|---|---|--:|--:|--:|---|--:|---|\n")
+	for _, run := range []manyNodesRun{c.without, c.with} {
+		bed := "no other Node"
+		if run.extraNodes > 0 {
+			bed = fmt.Sprintf("%d other Nodes", run.extraNodes)
+		}
+		for _, w := range []struct {
+			name string
+			w    agentWindow
+		}{{"steady", run.steady}, {"failover", run.failover}} {
+			var methods []string
+			for _, k := range slices.Sorted(maps.Keys(w.w.requests)) {
+				methods = append(methods, fmt.Sprintf("%s %s", k, num(w.w.requests[k])))
+			}
+			elected := none
+			if w.w.elected > 0 {
+				elected = num(w.w.elected.Seconds())
+			}
+			fmt.Fprintf(b, "| %s | %s, %s | %s | %s | %s | %s | %s | %s | lists of all %d, by name %d; watches by name %d, of all %d |\n",
+				bed, w.name, w.w.window.Round(time.Millisecond), w.w.agent, num(mib(w.w.rss)), num(mib(w.w.hwm)), num(w.w.cpu.Seconds()),
+				strings.Join(methods, ", "), elected, w.w.sweepPages, w.w.namedLists, w.w.namedWatches, w.w.allWatches)
+		}
+	}
+	b.WriteString("\n")
 }
 
 // nodeMethodsText says how the Node figures are measured.
@@ -204,4 +275,14 @@ const nodeMethodsText = `- **Nodes** (` + "`TestBench/nodes/delete`" + `): a 3-m
   overstate the time from the true deletion instant, by the DELETE's own few ms), and the row from
   the recorded deletionTimestamp is shown beside it. Then the Node is registered again, the member
   re-joined (` + "`cluster.Rejoin`" + `), its agent seen taking it over, and its Node seen held again.
+- **Many Nodes** (` + "`TestBench/nodes/many`" + `): two fresh 3-member test beds, the agents at the production defaults
+  with ` + "`--leave-on-node-delete`" + ` and bound to their Nodes; in the second, the extra Nodes (labels, annotations,
+  spec and status as a kubelet and a cloud provider set them) are created before the agents start.
+  After the quiet section's warm-up, the leading agent is measured over one quiet window: its
+  ` + "`/metrics`" + ` (` + "`rest_client_requests_total`" + `, by method) and ` + "`/proc`" + ` (VmRSS, VmHWM, CPU) before and after.
+  Then every other agent is read, the leader is SIGKILLed, and the agent that leads at the end of a
+  window of the same length from the kill is read again: the window holds its election, its term's
+  start and the term's one paginated list of every Node (the sweep, 500 per page). The audit log
+  counts the agents' Node requests in each window: lists without a field selector (sweep pages),
+  lists and watches selecting one Node by name, and watches of every Node.
 `

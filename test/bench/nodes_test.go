@@ -39,10 +39,11 @@ var nodeAgentArgs = []string{"--leave-on-node-delete", "--zap-time-encoding=rfc3
 const commandTimeout = "--timeout=1m"
 
 // benchNodes measures the Node lifecycle: `kubectl delete node` against `kubectl etcdmember
-// leave` (part delete). Each part runs on test beds of its own, so `-run TestBench/nodes/delete`
-// runs one alone.
+// leave` (part delete), and what thousands of Nodes cost the leading agent (part many). Each part
+// runs on test beds of its own, so `-run TestBench/nodes/delete` runs one alone.
 func benchNodes(t *testing.T, r *results) {
 	t.Run("delete", func(t *testing.T) { r.nodeDelete = benchNodeDelete(t, runsFromEnv(t, nodeRoundsEnv, nodeRounds)) })
+	t.Run("many", func(t *testing.T) { r.manyNodes = benchManyNodes(t, runsFromEnv(t, manyNodesEnv, manyNodes)) })
 }
 
 // nodeCase is one kind of cycle: how the member goes, and whose member it is.

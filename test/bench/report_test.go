@@ -53,8 +53,10 @@ type results struct {
 	pluginList, kubectlGet []time.Duration
 	frozenList             []time.Duration
 	frozenListTimeout      time.Duration
-	// nodeDelete holds the Node lifecycle's removals (benchNodeDelete).
+	// nodeDelete holds the Node lifecycle's removals (benchNodeDelete), manyNodes the leading
+	// agent's cost with and without thousands of Nodes (benchManyNodes).
 	nodeDelete []nodeSample
+	manyNodes  *manyNodesCost
 }
 
 // report is the results with what they were measured on.
@@ -87,7 +89,7 @@ func (r *report) finish(t *testing.T) {
 func (r *report) complete() bool {
 	return len(r.leaveGone) > 0 && len(r.delayedGone) > 0 && len(r.failover) == 2 && len(r.stall) > 0 && r.quiet != nil && len(r.resync) > 0 &&
 		len(r.detection) > 0 && r.outage != nil && len(r.pluginList) > 0 && len(r.frozenList) > 0 &&
-		len(r.nodeDelete) > 0
+		len(r.nodeDelete) > 0 && r.manyNodes != nil
 }
 
 // stats is a distribution by nearest rank.
