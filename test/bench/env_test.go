@@ -4,6 +4,7 @@ package bench
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -49,6 +50,8 @@ type env struct {
 	etcd map[string]*clientv3.Client
 	// removableAt is when etcd's strict reconfiguration check will next let a voter go.
 	removableAt time.Time
+	// auditLog is the apiserver's audit log (auditPolicy), when envOptions.audit asked for one.
+	auditLog string
 }
 
 func newEnv(t *testing.T, size int, agentArgs ...string) *env {
@@ -63,6 +66,13 @@ type envOptions struct {
 	faultProxies bool
 	// separateStorage runs the apiserver on a one-member etcd of its own.
 	separateStorage bool
+	// audit has the apiserver write an audit log of auditPolicy.
+	audit bool
+	// nodes registers a Node per member, named like it, and starts each agent with --node-name
+	// set to it, as the e2e tests do.
+	nodes bool
+	// beforeAgents runs once the apiserver serves the CRD, before any agent starts.
+	beforeAgents func(*env)
 }
 
 func newEnvWith(t *testing.T, o envOptions, agentArgs ...string) *env {
@@ -74,16 +84,28 @@ func newEnvWith(t *testing.T, o envOptions, agentArgs ...string) *env {
 		storage = framework.NewCluster(t, framework.ClusterConfig{Size: 1})
 	}
 	api := framework.StartAPIServer(t, storage)
+	var auditLog string
+	if o.audit {
+		auditLog = api.EnableAudit(t, auditPolicy)
+	}
 	api.InstallEtcdmember(t)
 	e := &env{
 		t: t, cluster: c, api: api, client: adminClient(t, api),
 		agents: map[string]*framework.Agent{}, etcd: map[string]*clientv3.Client{},
-		removableAt: removableAt,
+		removableAt: removableAt, auditLog: auditLog,
+	}
+	if o.beforeAgents != nil {
+		o.beforeAgents(e)
 	}
 	_, kubeconfig := api.User(t, "etcdmember-agent", "etcdmember:agents")
 	args := append([]string{"--kubeconfig=" + kubeconfig}, agentArgs...)
 	for _, m := range c.Members() {
-		e.agents[m.Name] = framework.StartAgent(t, m, api, args...)
+		memberArgs := args
+		if o.nodes {
+			api.RegisterNode(t, m.Name)
+			memberArgs = append(slices.Clone(args), "--node-name="+m.Name)
+		}
+		e.agents[m.Name] = framework.StartAgent(t, m, api, memberArgs...)
 		e.etcd[m.Name] = m.Client(t)
 	}
 	return e

@@ -53,6 +53,10 @@ type results struct {
 	pluginList, kubectlGet []time.Duration
 	frozenList             []time.Duration
 	frozenListTimeout      time.Duration
+	// nodeDelete holds the Node lifecycle's removals (benchNodeDelete), manyNodes the leading
+	// agent's cost with and without thousands of Nodes (benchManyNodes).
+	nodeDelete []nodeSample
+	manyNodes  *manyNodesCost
 }
 
 // report is the results with what they were measured on.
@@ -84,7 +88,8 @@ func (r *report) finish(t *testing.T) {
 
 func (r *report) complete() bool {
 	return len(r.leaveGone) > 0 && len(r.delayedGone) > 0 && len(r.failover) == 2 && len(r.stall) > 0 && r.quiet != nil && len(r.resync) > 0 &&
-		len(r.detection) > 0 && r.outage != nil && len(r.pluginList) > 0 && len(r.frozenList) > 0
+		len(r.detection) > 0 && r.outage != nil && len(r.pluginList) > 0 && len(r.frozenList) > 0 &&
+		len(r.nodeDelete) > 0 && r.manyNodes != nil
 }
 
 // stats is a distribution by nearest rank.
@@ -176,7 +181,8 @@ func (r *report) rows() []row {
 	rows = append(rows, r.outageRows()...)
 	rows = append(rows, r.quietRows()...)
 	rows = append(rows, r.resyncRows()...)
-	return append(rows, r.pluginRows()...)
+	rows = append(rows, r.pluginRows()...)
+	return append(rows, r.nodeRows()...)
 }
 
 func (r *report) pluginRows() []row {
@@ -522,6 +528,7 @@ func (r *report) writeDetails(b *strings.Builder) {
 	}
 	r.writeOutage(b)
 	r.writeQuiet(b)
+	r.writeNodes(b)
 }
 
 func (r *report) writeOutage(b *strings.Builder) {
@@ -573,7 +580,8 @@ func (r *report) writeQuiet(b *strings.Builder) {
 
 // methods says how each figure is taken; it describes this package's code.
 func methods() string {
-	return strings.NewReplacer("{production}", strings.Join(productionTimings, " "), "{outage}", outageWindow.String()).Replace(methodsText)
+	text := strings.Replace(methodsText, "\n## What bounds a leave", nodeMethodsText+"\n## What bounds a leave", 1)
+	return strings.NewReplacer("{production}", strings.Join(productionTimings, " "), "{outage}", outageWindow.String()).Replace(text)
 }
 
 // methodsText is methods with {production} for the production flags.

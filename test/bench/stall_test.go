@@ -90,8 +90,8 @@ func (e *env) stallOnce() stallSample {
 	return s
 }
 
-// keepAgentLogs copies every agent's log so far out of the test's temporary directory, which is
-// removed at the end, and says where.
+// keepAgentLogs copies every agent's log so far, and the apiserver's audit log if it keeps one,
+// out of the test's temporary directory, which is removed at the end, and says where.
 func (e *env) keepAgentLogs(what string) {
 	e.t.Helper()
 	dir, err := os.MkdirTemp("", "etcdmember-bench-"+what+"-")
@@ -99,13 +99,20 @@ func (e *env) keepAgentLogs(what string) {
 		e.t.Errorf("keeping the agents' logs: %v", err)
 		return
 	}
+	logs := map[string]string{}
 	for name, a := range e.agents {
-		data, err := os.ReadFile(a.LogFile())
+		logs[name+".log"] = a.LogFile()
+	}
+	if e.auditLog != "" {
+		logs["audit.log"] = e.auditLog
+	}
+	for name, path := range logs {
+		data, err := os.ReadFile(path)
 		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, name+".log"), data, 0o644)
+			err = os.WriteFile(filepath.Join(dir, name), data, 0o644)
 		}
 		if err != nil {
-			e.t.Errorf("keeping the log of %s: %v", name, err)
+			e.t.Errorf("keeping %s: %v", name, err)
 		}
 	}
 	e.t.Logf("%s: the agents' logs are kept in %s", what, dir)

@@ -1,0 +1,362 @@
+//go:build bench
+
+package bench
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
+)
+
+// manyNodes is how many Nodes besides the members' the many part creates: a large cluster's
+// workers, of which the agents follow none.
+const manyNodes = 5000
+
+// manyNodesEnv overrides manyNodes, for trial runs: BENCH_MANY_NODES=500 go test -tags bench
+// -run 'TestBench/nodes/many' ./test/bench/
+const manyNodesEnv = "BENCH_MANY_NODES"
+
+// createWorkers is how many creates run at once, through a client at benchQPS.
+const createWorkers = 16
+
+// manyNodesCost is the leading agent's cost with and without the extra Nodes, on two test beds
+// that differ in nothing else.
+type manyNodesCost struct {
+	without, with manyNodesRun
+}
+
+// manyNodesRun is one test bed: 3 members bound to their Nodes, the agents at the production
+// defaults with --leave-on-node-delete, and extra Nodes created before the agents started.
+type manyNodesRun struct {
+	extraNodes int
+	// created is how long the creates took; metadataBytes is one extra Node's metadata as the
+	// agents' metadata client receives it (JSON), managedFields included.
+	created       time.Duration
+	metadataBytes int
+	// steady is the leading agent over quietWindow after quietWarmup; failover is the agent that
+	// leads after the first one was SIGKILLed at the start of the window, from before the kill:
+	// its election, its term's start and the term's sweep of every Node are inside.
+	steady, failover agentWindow
+}
+
+// agentWindow is one agent over one window.
+type agentWindow struct {
+	agent  string
+	window time.Duration
+	// elected is from the window's start (the kill) to the new holder seen on the Lease; failover
+	// windows only.
+	elected time.Duration
+	// rss is VmRSS at the end of the window, hwm VmHWM (the peak since the agent started), cpu
+	// its CPU time in the window.
+	rss, hwm int64
+	cpu      time.Duration
+	// requests are the agent's own API requests per minute by HTTP method
+	// (rest_client_requests_total).
+	requests map[string]float64
+	// From the audit log, the agents' requests about Nodes in the window, counted: sweepPages are
+	// lists without a field selector (the sweep: one per page), namedLists and namedWatches
+	// those that select one Node by name, allWatches watches of every Node (none expected).
+	sweepPages, namedLists, namedWatches, allWatches int
+}
+
+func (w agentWindow) requestsPerMinute() float64 { return total(w.requests) }
+
+func benchManyNodes(t *testing.T, n int) *manyNodesCost {
+	c := &manyNodesCost{}
+	t.Run("without", func(t *testing.T) { c.without = manyNodesOnce(t, 0) })
+	t.Run(strconv.Itoa(n), func(t *testing.T) { c.with = manyNodesOnce(t, n) })
+	if t.Failed() {
+		return nil
+	}
+	return c
+}
+
+// manyNodesOnce runs one test bed with extra Nodes created before the agents start, as in a
+// cluster whose workers registered before the etcd agents were installed.
+func manyNodesOnce(t *testing.T, extra int) manyNodesRun {
+	run := manyNodesRun{extraNodes: extra}
+	before := func(e *env) {
+		if extra == 0 {
+			return
+		}
+		start := time.Now()
+		e.createWorkerNodes(extra)
+		run.created = time.Since(start)
+		run.metadataBytes = e.nodeMetadataBytes(workerNodeName(0))
+		t.Logf("%d Nodes created in %s; one Node's metadata is %d bytes", extra, run.created.Round(time.Millisecond), run.metadataBytes)
+	}
+	args := append(append([]string{}, productionTimings...), "--leave-on-node-delete")
+	e := newEnvWith(t, envOptions{size: 3, audit: true, nodes: true, beforeAgents: before}, args...)
+	for _, m := range e.cluster.Members() {
+		e.waitNodeHeld(m.Name)
+	}
+	time.Sleep(quietWarmup)
+	run.steady = e.leaderWindow()
+	run.failover = e.failoverWindow()
+	for _, what := range []string{"steady", "failover"} {
+		w := run.steady
+		if what == "failover" {
+			w = run.failover
+		}
+		t.Logf("%d extra Nodes, %s: %s RSS %.2f MiB (peak %.2f MiB), %.1f requests/min %v; Node lists of all %d pages, by name %d, watches by name %d, of all %d",
+			extra, what, w.agent, mib(w.rss), mib(w.hwm), w.requestsPerMinute(), w.requests, w.sweepPages, w.namedLists, w.namedWatches, w.allWatches)
+	}
+	return run
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// workerNodeName names the i-th extra Node.
+func workerNodeName(i int) string { return fmt.Sprintf("worker-%05d", i) }
+
+// createWorkerNodes creates n Nodes as kubelets register theirs, in parallel through a client at
+// benchQPS: the labels kubelet and a cloud provider set, kubelet's annotations and a Ready
+// status, so that each Node carries the metadata (managedFields included) of a real one.
+func (e *env) createWorkerNodes(n int) {
+	e.t.Helper()
+	cfg := e.api.RESTConfig()
+	cfg.QPS, cfg.Burst = benchQPS, benchQPS
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	next := make(chan int)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for range createWorkers {
+		wg.Go(func() {
+			for i := range next {
+				node := workerNode(workerNodeName(i), i)
+				ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+				_, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+				cancel()
+				if err != nil {
+					mu.Lock()
+					first = cmp.Or(first, fmt.Errorf("create Node %s: %w", node.Name, err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if first != nil {
+		e.t.Fatal(first)
+	}
+}
+
+func workerNode(name string, i int) *corev1.Node {
+	zone := fmt.Sprintf("zone-%c", 'a'+i%3)
+	ip := fmt.Sprintf("10.%d.%d.%d", 64+i/65536, i/256%256, i%256)
+	qty := resource.MustParse
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU: qty("8"), corev1.ResourceMemory: qty("32Gi"), corev1.ResourcePods: qty("110"),
+		corev1.ResourceEphemeralStorage: qty("100Gi"), "hugepages-1Gi": qty("0"), "hugepages-2Mi": qty("0"),
+	}
+	now := metav1.Now()
+	condition := func(t corev1.NodeConditionType, s corev1.ConditionStatus, reason, msg string) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: t, Status: s, Reason: reason, Message: msg, LastHeartbeatTime: now, LastTransitionTime: now}
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name,
+			Labels: map[string]string{
+				corev1.LabelHostname: name, corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64",
+				"beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
+				corev1.LabelInstanceTypeStable: "m6i.2xlarge", corev1.LabelTopologyZone: zone, corev1.LabelTopologyRegion: "region-1",
+				"node-role.kubernetes.io/worker": "",
+			},
+			Annotations: map[string]string{
+				"node.alpha.kubernetes.io/ttl":                           "0",
+				"volumes.kubernetes.io/controller-managed-attach-detach": "true",
+				"kubeadm.alpha.kubernetes.io/cri-socket":                 "unix:///var/run/containerd/containerd.sock",
+			},
+		},
+		Spec: corev1.NodeSpec{PodCIDR: fmt.Sprintf("10.%d.%d.0/24", 128+i/256, i%256), ProviderID: "bench://" + name},
+		Status: corev1.NodeStatus{
+			Capacity: capacity, Allocatable: capacity,
+			Conditions: []corev1.NodeCondition{
+				condition(corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+				condition(corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+				condition(corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+				condition(corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "kubelet is posting ready status"),
+			},
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}, {Type: corev1.NodeHostName, Address: name}},
+			NodeInfo: corev1.NodeSystemInfo{
+				KubeletVersion: "v1.37.2", OSImage: "Ubuntu 24.04 LTS", KernelVersion: "6.8.0-1017-aws",
+				ContainerRuntimeVersion: "containerd://2.1.4", OperatingSystem: "linux", Architecture: "amd64",
+			},
+		},
+	}
+}
+
+// nodeMetadataBytes is the size of the Node's metadata as the agents' metadata client receives it.
+func (e *env) nodeMetadataBytes(name string) int {
+	e.t.Helper()
+	cl, err := metadata.NewForConfig(e.api.RESTConfig())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	obj, err := cl.Resource(corev1.SchemeGroupVersion.WithResource("nodes")).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatalf("metadata of Node %s: %v", name, err)
+	}
+	data, err := json.Marshal(obj)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return len(data)
+}
+
+// leaderWindow measures the leading agent over quietWindow.
+func (e *env) leaderWindow() agentWindow {
+	e.t.Helper()
+	leader := e.leaderAgent()
+	pids := e.agentPIDs()
+	ctx, cancel := context.WithTimeout(context.Background(), quietWindow+settle)
+	defer cancel()
+	before := e.agentSnapshot(ctx, leader, pids[leader])
+	time.Sleep(quietWindow)
+	after := e.agentSnapshot(ctx, leader, pids[leader])
+	if now := e.leaderAgent(); now != leader {
+		e.t.Fatalf("leadership moved from %s to %s during the steady window", leader, now)
+	}
+	return e.window(leader, before, after)
+}
+
+// failoverWindow SIGKILLs the leading agent at the start of a quietWindow and measures the agent
+// that leads at its end from before the kill, so that its term's start is inside.
+func (e *env) failoverWindow() agentWindow {
+	e.t.Helper()
+	old := e.leaderAgent()
+	pids := e.agentPIDs()
+	ctx, cancel := context.WithTimeout(context.Background(), quietWindow+settle)
+	defer cancel()
+	before := map[string]agentSnapshot{}
+	for name := range e.agents {
+		if name != old {
+			before[name] = e.agentSnapshot(ctx, name, pids[name])
+		}
+	}
+	elected := e.watchLeader(ctx, func(l *coordinationv1.Lease) bool {
+		holder := framework.LeaseHolder(l)
+		return holder != "" && holder != old
+	})
+	killed := time.Now()
+	e.agents[old].Kill(e.t)
+	seen := await(ctx, e.t, elected, "a new leader")
+	time.Sleep(time.Until(killed.Add(quietWindow)))
+	leader := framework.LeaseHolder(seen.obj)
+	after := e.agentSnapshot(ctx, leader, pids[leader])
+	if now := e.leaderAgent(); now != leader {
+		e.t.Fatalf("leadership moved from %s to %s during the failover window", leader, now)
+	}
+	w := e.window(leader, before[leader], after)
+	w.elected = seen.at.Sub(killed)
+	return w
+}
+
+// agentSnapshot is one agent's counters at one moment.
+type agentSnapshot struct {
+	at       time.Time
+	requests map[string]float64
+	usage    procUsage
+	hwm      int64
+}
+
+func (e *env) agentSnapshot(ctx context.Context, name string, pid int) agentSnapshot {
+	e.t.Helper()
+	s := agentSnapshot{at: time.Now()}
+	s.requests = e.mustScrape(ctx, e.agents[name]).sumBy("rest_client_requests_total", func(l map[string]string) (string, bool) {
+		return l["method"], true
+	})
+	var err error
+	if s.usage, err = readUsage(pid); err != nil {
+		e.t.Fatalf("agent %s: %v", name, err)
+	}
+	if s.hwm, err = vmHWM(pid); err != nil {
+		e.t.Fatalf("agent %s: %v", name, err)
+	}
+	return s
+}
+
+// window turns two snapshots of an agent into its cost per minute, and adds what the audit log
+// says of the agents' requests about Nodes between them.
+func (e *env) window(agent string, before, after agentSnapshot) agentWindow {
+	e.t.Helper()
+	w := agentWindow{
+		agent: agent, window: after.at.Sub(before.at),
+		rss: after.usage.rss, hwm: after.hwm, cpu: after.usage.cpu - before.usage.cpu,
+		requests: map[string]float64{},
+	}
+	for k, v := range after.requests {
+		if d := v - before.requests[k]; d > 0 {
+			w.requests[k] = d * float64(time.Minute) / float64(w.window)
+		}
+	}
+	for _, ev := range e.readAudit() {
+		if ev.User.Username != agentUser || ev.ObjectRef.Resource != "nodes" || ev.Received.Before(before.at) || ev.Received.After(after.at) {
+			continue
+		}
+		named := strings.HasPrefix(ev.fieldSelector(), "metadata.name=")
+		switch {
+		case ev.Verb == "list" && ev.Stage == "ResponseComplete" && named:
+			w.namedLists++
+		case ev.Verb == "list" && ev.Stage == "ResponseComplete":
+			w.sweepPages++
+		case ev.Verb == "watch" && ev.Stage == "ResponseStarted" && named:
+			w.namedWatches++
+		case ev.Verb == "watch" && ev.Stage == "ResponseStarted":
+			w.allWatches++
+		}
+	}
+	return w
+}
+
+// fieldSelector is the request's field selector, "" when it has none.
+func (ev auditEvent) fieldSelector() string {
+	u, err := url.ParseRequestURI(ev.RequestURI)
+	if err != nil {
+		return ""
+	}
+	return u.Query().Get("fieldSelector")
+}
+
+func vmHWM(pid int) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if value, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no VmHWM", pid)
+}
