@@ -29,6 +29,10 @@ import (
 // DefaultNodeDeleteHold is how long a deleted Node waits for its member's leave at most.
 const DefaultNodeDeleteHold = 5 * time.Minute
 
+// nodeWorkers is how many Nodes the node controller reconciles at once: an etcd cluster has up
+// to seven members, so seven Nodes at most are followed.
+const nodeWorkers = 7
+
 // NodeReader reads the Nodes the node controller acts on.
 type NodeReader interface {
 	// Node returns the metadata of the Node, nil when there is none. follow asks to be told of its
@@ -70,8 +74,13 @@ func (r *NodeReconciler) SetupWithManager(mgr ctrl.Manager, nodeEvents *NodeWatc
 		Named("node").
 		WatchesRawSource(nodeEvents.Source()).
 		WithOptions(controller.Options{
-			RateLimiter:           workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](250*time.Millisecond, 30*time.Second),
-			ReconciliationTimeout: reconcileTimeout,
+			// Nodes are independent of each other (a request is one Node's name, never handled
+			// twice at once), and a new term's first reconcile of each starts its watch and waits
+			// for its first list: one after the other, a Node whose member just left would wait
+			// behind every other bound Node's.
+			MaxConcurrentReconciles: nodeWorkers,
+			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](250*time.Millisecond, 30*time.Second),
+			ReconciliationTimeout:   reconcileTimeout,
 		})
 	if r.LeaveOnDelete {
 		b = b.Watches(&v1alpha1.EtcdMember{}, handler.EnqueueRequestsFromMapFunc(boundNodeRequest))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,8 +17,9 @@ var armed = parse(os.Getenv(EnvVar))
 type action struct {
 	point string
 	block time.Duration
-	// fired: a block happens once, so that the change after it runs unhindered.
-	fired bool
+	// fired: a block happens once, so that the change after it runs unhindered. Atomic: the
+	// node controller reconciles several Nodes at once.
+	fired atomic.Bool
 }
 
 func parse(v string) *action {
@@ -38,9 +40,7 @@ func parse(v string) *action {
 	return a
 }
 
-// Hit exits the process or blocks when name is the armed failpoint. Each point is hit by one
-// controller, one reconcile at a time, and only the armed point reads or writes fired, so it
-// needs no lock.
+// Hit exits the process or blocks when name is the armed failpoint.
 func Hit(name string) {
 	if armed == nil || armed.point != name {
 		return
@@ -48,10 +48,9 @@ func Hit(name string) {
 	if armed.block == 0 {
 		os.Exit(ExitCode)
 	}
-	if armed.fired {
+	if armed.fired.Swap(true) {
 		return
 	}
-	armed.fired = true
 	fmt.Fprintf(os.Stderr, "%s %s for %s\n", BlockingMarker, name, armed.block)
 	time.Sleep(armed.block)
 }
