@@ -12,11 +12,12 @@ import (
 )
 
 // A term starts reaching etcd through the local member, and its pin of that member is what keeps
-// the leader from removing its own. The leader's calls are routed to other members once its own
-// fails (controller.Router), so its status stays true meanwhile; but a node whose etcd is gone
-// (removed, wiped, down) is likely on its way out, and leading from it would only cost a
-// hand-over later. So an agent only campaigns while its registrar reaches the local member, and a
-// leader steps down, releasing the Lease, once it has not for localUnusableAfter sync intervals.
+// the leader from removing its own. The watcher routes the leader's calls to the other members
+// once its own fails (controller.WatcherConfig.Route), so its status stays true meanwhile; but a
+// node whose etcd is gone (removed, wiped, down) is likely on its way out, and leading from it
+// would only cost a hand-over later. So an agent only campaigns while its registrar reaches the
+// local member, and a leader steps down, releasing the Lease, once it has not for
+// localUnusableAfter sync intervals.
 const localUnusableAfter = 2
 
 // awaitLocalMember returns once the registrar's last sync reached the local member.

@@ -166,7 +166,7 @@ func (l *leadership) runTerm(ctx context.Context) error {
 	pool := etcd.NewPool(l.etcd)
 	defer pool.Close()
 	// The term's calls to the cluster as a whole start on the local endpoint, then go wherever
-	// the watcher's rounds find members serving (controller.Router): the local member's death,
+	// the watcher's rounds find members serving (the watcher's Route): the local member's death,
 	// freeze or isolation must not blind the leader (docs/architecture.md, "When the leader's own
 	// member fails").
 	cluster, err := l.etcd.WithEndpoints(l.etcd.Endpoints())
@@ -177,7 +177,7 @@ func (l *leadership) runTerm(ctx context.Context) error {
 	watcher := controller.NewMembershipWatcher(mgr.GetClient(), cluster, pool, controller.WatcherConfig{
 		PollInterval: l.opts.MembershipPollInterval, ProbeInterval: l.opts.ProbeInterval,
 		ProbeTimeout: l.opts.ProbeTimeout, HealthRefresh: l.opts.HealthRefresh,
-		Router: &controller.Router{SetEndpoints: cluster.SetEndpoints},
+		Route: cluster.SetEndpoints,
 	})
 	reconciler := &controller.LeaveReconciler{
 		Client:          mgr.GetClient(),

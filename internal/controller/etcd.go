@@ -52,7 +52,7 @@ type IntentStore interface {
 // BoundIntents returns store with every call bounded by timeout, the probe timeout: an intent is
 // one key, written or read in one raft round, like the probe's own read. A call that takes longer
 // most likely went to a member that froze or was cut off since the last probe round (the leader's
-// calls go to every voter that served it, Router), and waiting out etcd's call timeout there
+// calls go to every voter that served it, servingVoters), and waiting out etcd's call timeout there
 // would hold the reconcile's outcome, a refusal included, back by seconds. Failed, the reconcile
 // is retried on a member that serves.
 func BoundIntents(store IntentStore, timeout time.Duration) IntentStore {

@@ -182,7 +182,7 @@ func (r *LeaveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 
 // memberList reads the member list within one probe timeout: a linearizable read that takes
 // longer would fail a probe too, and the member it went to is likely the one that failed (the
-// leader's own, before a probe round saw it and the calls were routed away, see Router). Failing
+// leader's own, before a probe round saw it and the calls were routed away, see servingVoters). Failing
 // soon, the reconcile is retried there within moments, instead of waiting out etcd's call timeout.
 func (r *LeaveReconciler) memberList(ctx context.Context) ([]etcd.Member, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.ProbeTimeout)

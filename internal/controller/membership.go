@@ -82,9 +82,9 @@ type MembershipWatcher struct {
 	probeTimeout  time.Duration
 	refresh       time.Duration
 	enqueue       chan event.GenericEvent
-	// router points the leader's cluster calls after each round; nil routes nothing.
-	router *Router
-	// routed is what the router was last given; only the watcher's loop touches it.
+	// route points the leader's cluster calls after each round; nil routes nothing.
+	route func([]string)
+	// routed is what route was last given; only the watcher's loop touches it.
 	routed []string
 
 	mu     sync.Mutex
@@ -99,25 +99,20 @@ type WatcherConfig struct {
 	// HealthRefresh is how often every object is reconciled even when nothing changed, so that
 	// status.health's last probe time stays within that bound.
 	HealthRefresh time.Duration
-	// Router, when set, points the leader's calls to the cluster as a whole after every round.
-	Router *Router
+	// Route, when set, is given after every probe round where the leader's calls to the cluster
+	// as a whole (Cluster, the intents) should go: servingVoters.
+	Route func(clientURLs []string)
 }
 
-// Router points the leader's calls to the cluster as a whole (Cluster, the intents) at every
-// voter the latest round found serving, on the client URLs it probed them on, balanced over those
-// the client can connect to. The leader's own member is one of them like any other: when it dies,
-// its connection fails and the calls go to the others at once; when it freezes or is cut off, the
-// next round takes it out. A leader whose own etcd failed thus still reads the member list and
-// records what its probes found, and is no blinder to that failure than to any other.
-type Router struct {
-	// SetEndpoints points the calls at the client URLs given.
-	SetEndpoints func([]string)
-}
-
-// endpoints returns where round p says the calls should go; nil when no voter served it, since no
-// call to the cluster can succeed then, wherever it goes, and the last members that served are
-// the likeliest to again.
-func (r *Router) endpoints(p Probes) []string {
+// servingVoters returns the client URLs, as probed, of every voter round p found serving: where
+// the leader's calls to the cluster as a whole go, balanced over those the client can connect to.
+// The leader's own member is one of them like any other: when it dies, its connection fails and
+// the calls go to the others at once; when it freezes or is cut off, the next round takes it out.
+// A leader whose own etcd failed thus still reads the member list and records what its probes
+// found, and is no blinder to that failure than to any other. nil when no voter served: no call
+// to the cluster can succeed then, wherever it goes, and the last members that served are the
+// likeliest to again.
+func servingVoters(p Probes) []string {
 	var urls []string
 	for _, m := range p.List {
 		if !m.IsLearner && p.Healthy(m.ID) {
@@ -135,7 +130,7 @@ func NewMembershipWatcher(c client.Client, e Cluster, peers Peers, cfg WatcherCo
 		pollInterval: cfg.PollInterval, probeInterval: cfg.ProbeInterval, probeTimeout: cfg.ProbeTimeout,
 		refresh: cfg.HealthRefresh,
 		enqueue: make(chan event.GenericEvent, 64),
-		router:  cfg.Router,
+		route:   cfg.Route,
 	}
 }
 
@@ -209,7 +204,7 @@ func (w *MembershipWatcher) poll(ctx context.Context, state *pollState, probeDue
 		}
 		// The member it was read through may be the one that failed (the leader's own, before a
 		// round saw it): a round on the last list, at once, sees it, routes the calls around it
-		// (Router), and has the objects say so.
+		// (servingVoters), and has the objects say so.
 		members, probeDue = state.members, true
 	}
 	changed := !reflect.DeepEqual(state.members, members)
@@ -278,17 +273,17 @@ func (w *MembershipWatcher) probe(ctx context.Context, members []etcd.Member) bo
 	return prev == nil || summarize(*prev) != summarize(next)
 }
 
-// routeTo points the router at where round p says the calls should go, when that changed.
+// routeTo gives route where round p says the calls should go, when that changed.
 func (w *MembershipWatcher) routeTo(p Probes) {
-	if w.router == nil {
+	if w.route == nil {
 		return
 	}
-	urls := w.router.endpoints(p)
+	urls := servingVoters(p)
 	if len(urls) == 0 || slices.Equal(urls, w.routed) {
 		return
 	}
 	w.routed = urls
-	w.router.SetEndpoints(urls)
+	w.route(urls)
 }
 
 // carryStreaks sets NotServingSince from the round before, prev (nil: none): a member not serving

@@ -12,9 +12,9 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd/etcdfake"
 )
 
-// TestRouterEndpoints: the leader's cluster calls go to every voter that served the round, its
+// TestServingVoters: the leader's cluster calls go to every voter that served the round, its
 // own among them, on the URLs they were probed on; never to a learner.
-func TestRouterEndpoints(t *testing.T) {
+func TestServingVoters(t *testing.T) {
 	members := []etcd.Member{
 		{ID: 1, ClientURLs: []string{"https://10.0.0.1:2379"}},
 		{ID: 2, ClientURLs: []string{"https://10.0.0.2:2379"}},
@@ -28,7 +28,6 @@ func TestRouterEndpoints(t *testing.T) {
 		}
 		return p
 	}
-	r := &Router{}
 	for _, tc := range []struct {
 		name   string
 		probes Probes
@@ -38,7 +37,7 @@ func TestRouterEndpoints(t *testing.T) {
 		{"one down", round(2, 3, 4), []string{"https://10.0.0.2:2379", "https://10.0.0.3:2379", "https://[fd00::3]:2379"}},
 		{"no voter serves", round(4), nil},
 	} {
-		if got := r.endpoints(tc.probes); !slices.Equal(got, tc.want) {
+		if got := servingVoters(tc.probes); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: endpoints %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -51,7 +50,7 @@ func TestLeadersOwnMemberDies(t *testing.T) {
 	w := newWorld(t, etcdfake.Voters(3)...)
 	w.term.local = 1
 	var routed []string
-	w.watcher.router = &Router{SetEndpoints: func(u []string) { routed = u }}
+	w.watcher.route = func(u []string) { routed = u }
 	var state pollState
 	w.pollRound(&state)
 	if want := []string{"https://127.0.0.1:2379", "https://127.0.0.2:2379", "https://127.0.0.3:2379"}; !slices.Equal(routed, want) {
