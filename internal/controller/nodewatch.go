@@ -36,8 +36,9 @@ const sweepPageSize = 500
 
 // NodeWatches follows the Nodes the node controller needs, each through a metadata watch of its
 // own, selected by name: a cluster may have thousands of Nodes and only three to seven etcd
-// members, so the leader never lists, caches or hears of the others, and a Node's status updates
-// (kubelet heartbeats) reach it only for the few it follows. The watches end with the term.
+// members, so the leader never caches or watches the others (it lists their metadata once a term:
+// Sweep), and a Node's status updates (kubelet heartbeats) reach it only for the few it follows.
+// The watches end with the term.
 type NodeWatches struct {
 	ctx    context.Context
 	client metadata.Interface
