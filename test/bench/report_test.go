@@ -530,6 +530,7 @@ func (r *report) writeDetails(b *strings.Builder) {
 		}
 		fmt.Fprintf(b, "List with one member frozen, --timeout %s, each run (ms): %s.\n\n", r.frozenListTimeout, strings.Join(parts, ", "))
 	}
+	r.writeOwnNode(b)
 	r.writeOutage(b)
 	r.writeQuiet(b)
 	r.writeNodes(b)
@@ -584,7 +585,7 @@ func (r *report) writeQuiet(b *strings.Builder) {
 
 // methods says how each figure is taken; it describes this package's code.
 func methods() string {
-	text := strings.Replace(methodsText, "\n## What bounds a leave", nodeMethodsText+"\n## What bounds a leave", 1)
+	text := strings.Replace(methodsText, "\n## What bounds a leave", nodeMethodsText+ownNodeMethodsText+"\n## What bounds a leave", 1)
 	return strings.NewReplacer("{production}", strings.Join(productionTimings, " "), "{outage}", outageWindow.String()).Replace(text)
 }
 
