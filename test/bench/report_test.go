@@ -57,6 +57,9 @@ type results struct {
 	// agent's cost with and without thousands of Nodes (benchManyNodes).
 	nodeDelete []nodeSample
 	manyNodes  *manyNodesCost
+	// ownNode holds the kills of etcd on the leading agent's node and on another node
+	// (benchOwnNode), interleaved.
+	ownNode []ownNodeSample
 }
 
 // report is the results with what they were measured on.
@@ -89,7 +92,7 @@ func (r *report) finish(t *testing.T) {
 func (r *report) complete() bool {
 	return len(r.leaveGone) > 0 && len(r.delayedGone) > 0 && len(r.failover) == 2 && len(r.stall) > 0 && r.quiet != nil && len(r.resync) > 0 &&
 		len(r.detection) > 0 && r.outage != nil && len(r.pluginList) > 0 && len(r.frozenList) > 0 &&
-		len(r.nodeDelete) > 0 && r.manyNodes != nil
+		len(r.nodeDelete) > 0 && r.manyNodes != nil && len(r.ownNode) > 0
 }
 
 // stats is a distribution by nearest rank.
@@ -178,6 +181,7 @@ func (r *report) rows() []row {
 		rows = append(rows, distRow(fmt.Sprintf("Detection, production defaults (--probe-interval %s): member SIGKILLed → Healthy=False seen by a watch (s)", probe), st).
 			withGoal(fmt.Sprintf("max ≤ 2 probe intervals (%s)", 2*probe), st.max <= (2*probe).Seconds(), "max "+num(st.max)+" s"))
 	}
+	rows = append(rows, r.ownNodeRows()...)
 	rows = append(rows, r.outageRows()...)
 	rows = append(rows, r.quietRows()...)
 	rows = append(rows, r.resyncRows()...)
@@ -526,6 +530,7 @@ func (r *report) writeDetails(b *strings.Builder) {
 		}
 		fmt.Fprintf(b, "List with one member frozen, --timeout %s, each run (ms): %s.\n\n", r.frozenListTimeout, strings.Join(parts, ", "))
 	}
+	r.writeOwnNode(b)
 	r.writeOutage(b)
 	r.writeQuiet(b)
 	r.writeNodes(b)
@@ -580,7 +585,7 @@ func (r *report) writeQuiet(b *strings.Builder) {
 
 // methods says how each figure is taken; it describes this package's code.
 func methods() string {
-	text := strings.Replace(methodsText, "\n## What bounds a leave", nodeMethodsText+"\n## What bounds a leave", 1)
+	text := strings.Replace(methodsText, "\n## What bounds a leave", nodeMethodsText+ownNodeMethodsText+"\n## What bounds a leave", 1)
 	return strings.NewReplacer("{production}", strings.Join(productionTimings, " "), "{outage}", outageWindow.String()).Replace(text)
 }
 
