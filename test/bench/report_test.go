@@ -469,7 +469,7 @@ func (r *report) markdown() string {
 
 func (r *report) writeSetup(b *strings.Builder) {
 	b.WriteString("| | |\n|---|---|\n")
-	fmt.Fprintf(b, "| command | `make bench` = `go test -tags bench -count=1 -timeout 60m -v -run '^TestBench$' ./test/bench/` |\n")
+	fmt.Fprintf(b, "| command | `make bench` = `go test -tags bench -count=1 -timeout 80m -v -run '^TestBench$' ./test/bench/` |\n")
 	fmt.Fprintf(b, "| date | %s (took %s) |\n", r.started.UTC().Format("2006-01-02 15:04 UTC"), r.elapsed)
 	fmt.Fprintf(b, "| machine | %s |\n", r.machine)
 	fmt.Fprintf(b, "| load average (1, 5, 15 min) | %s at the start, %s at the end |\n", r.loadStart, r.loadEnd)
