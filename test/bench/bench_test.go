@@ -26,11 +26,11 @@ import (
 )
 
 // What one run measures, sized to keep `make bench` under 57 minutes on 2 cores (its timeout is
-// 80, for a loaded machine), the outage's fixed outageWindow (10 minutes), the nodes section (about 13: nodeRounds,
-// and two test beds of manyNodes with four quiet windows) and the ownnode section (about 4:
-// ownNodeRounds) included: each leave cycle (a leave, a raw MemberRemove and a least-cost leave)
-// costs about 35s, nearly all of it the three re-joins (a member that joins by snapshot often
-// publishes itself only after its first attempt times out, 7s).
+// 80, for a loaded machine), the outage's fixed outageWindow (10 minutes), the nodes section
+// (about 13: nodeRounds, and two test beds of manyNodes with four quiet windows) and the ownnode
+// section (about 4: ownNodeRounds) included: each leave cycle (a leave, a raw MemberRemove and a
+// least-cost leave) costs about 35s, nearly all of it the three re-joins (a member that joins by
+// snapshot often publishes itself only after its first attempt times out, 7s).
 const (
 	leaveCycles    = 30
 	failoverRuns   = 5
