@@ -5,9 +5,13 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/utils/ptr"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
@@ -105,6 +109,64 @@ func TestLeaveOfLeadersOwnMember(t *testing.T) {
 		t.Errorf("leadership stayed with %s", leader)
 	}
 	e.waitEvent(leader, corev1.EventTypeNormal, v1alpha1.ReasonHandingOver)
+}
+
+// TestHandOverIsPrompt: the Lease the leader releases for its own member's leave is taken at once
+// by an agent that watches it, not at that agent's next jittered retry. With a retry period of
+// 10 s, a candidate that only retried would take it 0 to 22 s after the release.
+func TestHandOverIsPrompt(t *testing.T) {
+	t.Parallel()
+	const retry, prompt = 10 * time.Second, 2 * time.Second
+	e := newEnv(t, envConfig{size: 3, agentArgs: []string{
+		"--leader-elect-retry-period=" + retry.String(), "--leader-elect-renew-deadline=15s", "--leader-elect-lease-duration=20s",
+	}})
+	leader := e.leaderAgent()
+	// An agent starts campaigning a while after it is ready; the release must find the others
+	// campaigning, which is what this test is about.
+	for name, a := range e.agents {
+		if name == leader {
+			continue
+		}
+		err := framework.Poll(settle, retryEvery, func(context.Context) (bool, error) {
+			data, err := os.ReadFile(a.LogFile())
+			return strings.Contains(string(data), "Attempting to acquire leader lease"), err
+		})
+		if err != nil {
+			t.Fatalf("agent %s never campaigned: %v", name, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w, err := e.api.Clientset().CoordinationV1().Leases("kube-system").Watch(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", v1alpha1.LeaseName).String(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	e.leave(leader)
+	var released time.Time
+	for ev := range w.ResultChan() {
+		lease, ok := ev.Object.(*coordinationv1.Lease)
+		if !ok {
+			t.Fatalf("the Lease watch ended: %v", ev.Object)
+		}
+		holder := ptr.Deref(lease.Spec.HolderIdentity, "")
+		switch {
+		case holder == "" && released.IsZero():
+			released = time.Now()
+		case holder != "" && !released.IsZero():
+			if took := time.Since(released); took > prompt {
+				t.Errorf("the released Lease was taken %s after the release, want at most %s", took.Round(time.Millisecond), prompt)
+			} else {
+				t.Logf("the released Lease was taken by %s %s after the release", holder, took.Round(time.Millisecond))
+			}
+			e.waitFor(leader, "Left=True/Removed", removedByUs)
+			return
+		}
+	}
+	t.Fatal("the leader never released the Lease, or nobody took it within a minute")
 }
 
 // TestLoneAgentRefusesOwnMember: with nobody to hand over to, the request is refused with a
