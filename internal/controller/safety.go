@@ -35,6 +35,10 @@ func (r *LeaveReconciler) guard(ctx context.Context, m *v1alpha1.EtcdMember, tar
 		voters = probeVoters(ctx, r.Peers, members, target.ID, r.ProbeTimeout)
 	}
 	verdict := checkRemoval(voters, target, m.Name)
+	// The pre-flight answer the same status write carries follows the fresh probes too: from the
+	// periodic round it could still say removable while the guard refuses, the round being older
+	// than the failure that the refusal sees.
+	setRemovableFrom(m, verdict)
 	forced := m.Annotations[v1alpha1.AnnotationForceLeave] == "true"
 	if !verdict.Allowed && (!forced || verdict.LastVoter) {
 		reason := v1alpha1.ReasonQuorumAtRisk
@@ -67,7 +71,11 @@ func setRemovable(m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Mem
 	if !probed {
 		return
 	}
-	verdict := quorum.CheckRemoval(quorumVoters(members, probes), target.ID, m.Name)
+	setRemovableFrom(m, quorum.CheckRemoval(quorumVoters(members, probes), target.ID, m.Name))
+}
+
+// setRemovableFrom writes a voter's Removable condition from a verdict of the quorum guard.
+func setRemovableFrom(m *v1alpha1.EtcdMember, verdict quorum.Verdict) {
 	switch {
 	case verdict.Allowed:
 		status.Set(m, v1alpha1.ConditionRemovable, metav1.ConditionTrue, v1alpha1.ReasonQuorumKept, verdict.Message+".")

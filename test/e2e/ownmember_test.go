@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
@@ -42,6 +46,9 @@ func TestLeadersOwnMemberFails(t *testing.T) {
 			other := otherThan(e, leader)
 			healthyWithLeader(e)
 
+			watchCtx, stopWatch := context.WithCancel(context.Background())
+			defer stopWatch()
+			falseWrites := e.falseWrites(watchCtx, failed.Name)
 			start := time.Now()
 			tc.fault(e, failed)
 			e.leave(other.Name)
@@ -65,6 +72,10 @@ func TestLeadersOwnMemberFails(t *testing.T) {
 			}
 			if !e.etcdMemberIDs()[other.ID()] {
 				t.Fatalf("%s was removed with the leader's own member failed", other.Name)
+			}
+			stopWatch()
+			for _, w := range <-falseWrites {
+				t.Errorf("written after the fault: %s", w)
 			}
 
 			e.kubectl("patch", "etcdmembers.etcdmember.io", other.Name, "--type", "merge", "-p", `{"spec":{"leave":false}}`)
@@ -90,4 +101,61 @@ func isolate(e *env, m *framework.Member) {
 	m.PeerIngress(e.t).Blackhole(framework.BothWays)
 	m.ClientLink(e.t).Blackhole(framework.BothWays)
 	e.agents[m.Name].EtcdLink(e.t).Blackhole(framework.BothWays)
+}
+
+// falseWrites records every status write, from now until ctx ends, that the failure of the member
+// of the object failed makes false: Healthy=True on that object, or Removable=True on another
+// (with one of three voters failed, removing a healthy one would leave one healthy voter of two).
+// A write before the leader noticed the failure, made from what it knew before, would show here.
+// The writes arrive on the channel once ctx has ended.
+func (e *env) falseWrites(ctx context.Context, failed string) <-chan []string {
+	e.t.Helper()
+	var list v1alpha1.EtcdMemberList
+	e.retry("listing EtcdMembers", func(ctx context.Context) error { return e.client.List(ctx, &list) })
+	w, err := e.api.ObjectClient(e.t, 0).Watch(ctx, &v1alpha1.EtcdMemberList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+	if err != nil {
+		e.t.Fatalf("watching EtcdMembers: %v", err)
+	}
+	// A spec or metadata change (the test's own patches) is no status write: only an event whose
+	// status differs from the object's last counts.
+	last := map[string]v1alpha1.EtcdMemberStatus{}
+	for _, m := range list.Items {
+		last[m.Name] = m.Status
+	}
+	out := make(chan []string, 1)
+	go func() {
+		defer w.Stop()
+		var found []string
+		for {
+			select {
+			case <-ctx.Done():
+				out <- found
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					found = append(found, "(the watch ended early; writes after it were not checked)")
+					<-ctx.Done()
+					out <- found
+					return
+				}
+				m, isMember := ev.Object.(*v1alpha1.EtcdMember)
+				if !isMember || equality.Semantic.DeepEqual(last[m.Name], m.Status) {
+					continue
+				}
+				last[m.Name] = m.Status
+				switch {
+				case m.Name == failed && conditionIs(m, v1alpha1.ConditionHealthy, metav1.ConditionTrue):
+					found = append(found, fmt.Sprintf("%s Healthy=True (resourceVersion %s): %s", m.Name, m.ResourceVersion, condition(m, v1alpha1.ConditionHealthy).Message))
+				case m.Name != failed && conditionIs(m, v1alpha1.ConditionRemovable, metav1.ConditionTrue):
+					found = append(found, fmt.Sprintf("%s Removable=True (resourceVersion %s): %s", m.Name, m.ResourceVersion, condition(m, v1alpha1.ConditionRemovable).Message))
+				}
+			}
+		}
+	}()
+	return out
+}
+
+func conditionIs(m *v1alpha1.EtcdMember, condType string, status metav1.ConditionStatus) bool {
+	c := condition(m, condType)
+	return c != nil && c.Status == status
 }
