@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
@@ -60,16 +61,20 @@ func TestAgentsCannotForceOrAskUnexplained(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := nonLeaders(e)[0].Name
+	// The leader writes the object too (status, its finalizer), so an update that lost the race
+	// is made again on a fresh read; admission judges each attempt before storage does.
 	update := func(what string, change func(*v1alpha1.EtcdMember)) error {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		defer cancel()
-		m := &v1alpha1.EtcdMember{}
-		if err := asAgent.Get(ctx, types.NamespacedName{Name: target}, m); err != nil {
-			t.Fatalf("%s: get as an agent: %v", what, err)
-		}
-		change(m)
-		return asAgent.Update(ctx, m)
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+			defer cancel()
+			m := &v1alpha1.EtcdMember{}
+			if err := asAgent.Get(ctx, types.NamespacedName{Name: target}, m); err != nil {
+				t.Fatalf("%s: get as an agent: %v", what, err)
+			}
+			change(m)
+			return asAgent.Update(ctx, m)
+		})
 	}
 	annotate := func(key, value string) func(*v1alpha1.EtcdMember) {
 		return func(m *v1alpha1.EtcdMember) {

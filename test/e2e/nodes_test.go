@@ -115,6 +115,22 @@ func (e *env) assertRemovedForNode(m *framework.Member, id uint64) {
 	}
 }
 
+// TestDeleteNodeOfOperatorBoundMember: a member that has no agent (its object discovered by the
+// leader) and that an operator bound to its Node by spec.nodeName is held and removed like any
+// other when that Node is deleted.
+func TestDeleteNodeOfOperatorBoundMember(t *testing.T) {
+	t.Parallel()
+	e := newNodeEnv(t, envConfig{size: 3, agents: []string{"node-1", "node-2"}})
+	target := e.cluster.Member("node-3")
+	id := target.ID()
+	e.waitFor(target.Name, "discovered and Joined", joined)
+	e.registerNode(target.Name)
+	e.bindNode(target.Name, target.Name)
+	e.waitNodeHeld(target.Name, true)
+	e.deleteNode(target.Name)
+	e.assertLeftForNode(target, id)
+}
+
 // TestDeleteNodeRemovesMember: kubectl delete node of a bound voter returns once the member is out
 // of etcd; the object records the removal and why, and the other Nodes stay held.
 func TestDeleteNodeRemovesMember(t *testing.T) {
@@ -301,8 +317,16 @@ func TestNodeFinalizerOnlyWhereBound(t *testing.T) {
 		a.Stop(t)
 	}
 	for name, a := range e.agents {
-		a.SetArgs("--kubeconfig="+e.agentKubeconfig, "--node-name="+name)
+		// The Node's name from the environment this time, as deploy/daemonset and
+		// deploy/static-pod pass it: --node-name's default.
+		a.SetArgs("--kubeconfig=" + e.agentKubeconfig)
+		a.SetEnv(t, "NODE_NAME="+name)
 		a.Start(t)
+		// Ready means registered, with the agent's own fields written; an empty --node-name
+		// would have unbound the object.
+		if got := e.get(name).Status.NodeName; got != name {
+			t.Errorf("%s: status.nodeName %q after a restart with NODE_NAME=%s and no --node-name", name, got, name)
+		}
 	}
 	for name := range e.agents {
 		e.waitNodeHeld(name, false)
