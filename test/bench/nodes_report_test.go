@@ -261,11 +261,12 @@ func (r *report) writeManyNodes(b *strings.Builder) {
 // nodeStepsText says what the breakdown's steps are made of; it describes the agents' code as the
 // logs and the audit log show it.
 const nodeStepsText = `The leading agent's own member takes a hand-over besides: the leader asks for the leave, its
-leave controller steps down (the Lease is released), the next agent takes the Lease at its next
-attempt (client-go's candidates try every ` + "`--leader-elect-retry-period`" + ` jittered up to 2.2×, here
-every 0.5 to 1.1 s, so 0 to 1.1 s after the release) and starts its term (its caches synced) before its leave controller removes the member; for a Node's
-deletion, the new leader's node controller then follows every bound Node, one watch after the
-other, before it lets the deleted one go. A Node's deletion also costs one watch delivery and the
+leave controller steps down (the Lease is released), and the other agents, which watch the Lease,
+campaign again at once: a new term each, whose manager starts and lists the EtcdMembers into its
+cache (controller-runtime waits for that sync in steps polled every 100 ms) while it takes the Lease,
+before its leave controller removes the member; for a Node's deletion, the new leader's node
+controller then follows every bound Node, the watches started side by side, before it lets the
+deleted one go. A Node's deletion also costs one watch delivery and the
 leader's spec.leave write before the leave starts, and the finalizer's removal and kubectl's own
 watch after the member is gone; the plugin's leave instead waits for ` + "`Joined=False`" + `. kubectl delete
 starts one process where ` + "`kubectl etcdmember`" + ` starts two (kubectl, then the plugin).

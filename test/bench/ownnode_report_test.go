@@ -242,9 +242,10 @@ failover rows kill the leading agent instead, a fault in which its own member ke
 next leader removes either kind of member itself once the Lease runs out; split by whose member
 leaves, they would measure the election twice and the blind spot not at all. The hand-over is by
 design (see docs/architecture.md, "When the leader's own member fails"): the leading agent's node pays
-for a Lease taken at the next candidate's ` + "`--leader-elect-retry-period`" + ` attempt and a term's start
-that another node's removal does not, so its failover cannot come within 1.5× of a removal that takes
-tens of ms; the goal is reported as measured, and the breakdown shows what the failure adds besides.
+for the release of the Lease, the other agents' new campaigns (they watch the Lease, see "A released
+Lease is taken at once" there) and a new term's start, which another node's removal does not, so its
+failover cannot come within 1.5× of a removal that takes tens of ms; the goal is reported as measured,
+and the breakdown shows what the failure adds besides.
 
 `
 
