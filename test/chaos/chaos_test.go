@@ -35,9 +35,10 @@ const (
 	// points, two leaves on a cluster with a member down (the second must be refused until it
 	// is back), a re-join mid-scenario (no network fault, no other leave pending), an
 	// apiserver crash, a partition (a link between the etcd leader and another member cut
-	// both ways), an outage for the dead-member policy and the deletion of a member's Node;
-	// TestShortRunCoversItsCases checks the plan still does.
-	shortSeed      = 1033762
+	// both ways), an outage for the dead-member policy, the deletion of a member's Node and a
+	// member fault on the leading agent's node (a kill); TestShortRunCoversItsCases checks the
+	// plan still does.
+	shortSeed      = 3192167
 	shortScenarios = 5
 )
 
@@ -143,10 +144,14 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	healthBound, err := healthTimings(args)
+	if err != nil {
+		t.Fatal(err)
+	}
 	fmt.Printf("chaos: seed %d, scenarios %d..%d, %d members, %s, agent args %v\n", cfg.seed, first, last, members, mode, args)
 	w := newWorld(t, members, args)
 	r := newRun(t, cfg, w)
-	r.hold, r.slack = hold, slack
+	r.hold, r.slack, r.healthBound = hold, slack, healthBound
 	defer func() {
 		fmt.Print(r.summary())
 		if t.Failed() {

@@ -98,14 +98,65 @@ func (r *run) restartAPIServer() (string, error) {
 	return fmt.Sprintf("SIGKILL kube-apiserver and started it again (%s)", time.Since(start).Round(100*time.Millisecond)), nil
 }
 
-// faultMember kills, pauses or restarts an etcd member, if quorumHolds allows it.
-func (r *run) faultMember(s step) (string, error) {
-	i := s.member
-	if s.leader {
-		if l, ok := r.w.etcdLeader(r.upOrder()); ok {
-			i = l
+// target is where a member step lands: the member, the node of the agent the Lease named when the
+// step ran (-1: none, or the Lease could not be read), and what the log says of the choice.
+type target struct {
+	member, leading int
+	note            string
+}
+
+// aim resolves where member step s lands: on etcd's leader (s.leader), on the member of the
+// leading agent's own node (s.leadingNode), or on the member the plan names, which is also where
+// a step aimed at a leader lands when none can be found. Agent names are member names, so the
+// Lease's holder names the node. Every step that takes a member down reads the Lease, so that the
+// summary can tell the faults that landed on the leading agent's node from the others.
+func (r *run) aim(s step) target {
+	t := target{member: s.member, leading: -1}
+	if slices.Contains(memberFaults, s.kind) {
+		if l, ok := r.w.leaderAgent(); ok {
+			t.leading = l
 		}
 	}
+	switch {
+	case s.leader:
+		if l, ok := r.w.etcdLeader(r.upOrder()); ok {
+			t.member = l
+		}
+	case s.leadingNode && t.leading >= 0:
+		t.member = t.leading
+	case s.leadingNode:
+		t.note = " (no agent holds the Lease: the planned node)"
+	}
+	if t.leading >= 0 && t.member == t.leading {
+		t.note = " (the leading agent's node)"
+	}
+	return t
+}
+
+// landed counts a member fault that took its member down by where it landed.
+func (r *run) landed(s step, t target) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case t.leading < 0:
+		r.c.noLeadingNode++
+	case t.member == t.leading:
+		r.c.onLeadingNode++
+		if s.leadingNode {
+			r.c.aimedLeadingNode++
+		}
+	default:
+		r.c.onOtherNode[t.member]++
+	}
+}
+
+// faultMember kills, pauses or restarts an etcd member, if quorumHolds allows it.
+func (r *run) faultMember(s step) (string, error) {
+	return r.faultMemberAt(s, r.aim(s))
+}
+
+func (r *run) faultMemberAt(s step, t target) (string, error) {
+	i := t.member
 	m := r.w.members[i]
 	r.mu.Lock()
 	state, pending, down, voters := r.member[i], r.pending, r.downBits(), r.voterBits()
@@ -130,12 +181,14 @@ func (r *run) faultMember(s step) (string, error) {
 		r.setMember(i, killed)
 		m.Kill(r.t)
 		r.count("etcd kill")
-		return "SIGKILL etcd " + m.Name + r.takeNode(i, killed), nil
+		r.landed(s, t)
+		return "SIGKILL etcd " + m.Name + t.note + r.takeNode(i, killed), nil
 	case pauseMember:
 		r.setMember(i, paused)
 		m.Pause(r.t)
 		r.count("etcd pause")
-		return "SIGSTOP etcd " + m.Name + r.takeNode(i, paused), nil
+		r.landed(s, t)
+		return "SIGSTOP etcd " + m.Name + t.note + r.takeNode(i, paused), nil
 	default:
 		start := time.Now()
 		r.setMember(i, restarting)
@@ -153,12 +206,13 @@ func (r *run) faultMember(s step) (string, error) {
 // where the policy must hold back: for a member with a leave pending already, or when the
 // cluster has policyMinVoters voters or fewer.
 func (r *run) outage(s step) (string, error) {
-	m := r.w.members[s.member]
+	t := r.aim(s)
+	m := r.w.members[t.member]
 	r.mu.Lock()
-	pending, voters := r.pending&(1<<s.member) != 0, r.list.voters()
+	pending, voters := r.pending&(1<<t.member) != 0, r.list.voters()
 	r.mu.Unlock()
 	id := m.IDHex()
-	what, err := r.faultMember(s)
+	what, err := r.faultMemberAt(s, t)
 	if err != nil {
 		return "", err
 	}

@@ -178,8 +178,9 @@ func (r *run) removalsLocked() string {
 
 // sampleObjects reads the objects and the processes, and checks what must hold at every moment:
 // conditions carry only the API's reasons; a member etcdmember removed is never reported as gone
-// for another reason (NotFound), a crash between its steps included; and no agent or etcd member
-// exits unless the injector made it.
+// for another reason (NotFound), a crash between its steps included; a member down for longer
+// than the health bound is not Healthy=True; and no agent or etcd member exits unless the
+// injector made it.
 func (r *run) sampleObjects(ctx context.Context) {
 	started := time.Now()
 	objs, err := r.w.objects(ctx)
@@ -189,15 +190,18 @@ func (r *run) sampleObjects(ctx context.Context) {
 	nodesRead := time.Now()
 	nodes, nodesErr := r.w.nodes(ctx)
 	mayLead := r.leadableAgent()
+	holder, holderOK := r.w.leaderAgent()
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if what := r.nodeDisruptionLocked(mayLead); what != "" {
 		r.disruptLocked(what)
 	}
+	r.noteHolderLocked(holder, holderOK)
 	if nodesErr == nil {
 		r.checkNodesLocked(nodes, nodesRead, now)
 	}
+	r.checkHealthLocked(objs, started)
 	r.notePolicyLeavesLocked(objs, now)
 	r.judgeRemovalsLocked(started)
 	r.objectsRead = started

@@ -262,9 +262,11 @@ func (r *run) leadableAgent() bool {
 }
 
 // disruptLocked records that something happened that may end or stall the leading agent's term:
-// the Terminating invariant gives a deleted Node slack after it.
+// the Terminating invariant gives a deleted Node slack after it, the health invariant a member
+// that is down (checkHealthLocked).
 func (r *run) disruptLocked(what string) {
 	r.disruptedAt, r.disruption = time.Now(), what
+	r.termDisruptedAt, r.termDisruption = r.disruptedAt, what
 }
 
 // checkNodesLocked checks, on a list of the Nodes that started at read, that no Node has been

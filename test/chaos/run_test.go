@@ -95,6 +95,15 @@ type counts struct {
 	outcomes              map[string]int
 	scenarioTime          []time.Duration
 	explainTime           []time.Duration
+
+	// The member faults that took a member down, by where they landed (run.landed): on the
+	// leading agent's node (aimedLeadingNode of them aimed there), on each other node, or while
+	// the Lease named no agent.
+	onLeadingNode, aimedLeadingNode, noLeadingNode int
+	onOtherNode                                    []int
+	// healthJudged counts the times a member was down past its deadline on Healthy: the times
+	// the health invariant had something to judge.
+	healthJudged int
 }
 
 // run is one chaos run: the world, the injector's bookkeeping and what the monitors saw. mu
@@ -158,6 +167,17 @@ type run struct {
 	disruptedAt         time.Time
 	disruption          string
 	apiDown, netInPlace bool
+	// termDisruptedAt and termDisruption are the same for the health invariant
+	// (checkHealthLocked), except that an etcd member killed is none and a change of the Lease's
+	// holder the monitor saw is one; holder is the agent the Lease last named, if holderSeen.
+	// healthBound is that invariant's bound (healthTimings); healthJudged is, for each member,
+	// the downSince of the latest time it was down past its deadline.
+	termDisruptedAt time.Time
+	termDisruption  string
+	holder          int
+	holderSeen      bool
+	healthBound     time.Duration
+	healthJudged    []time.Time
 
 	// netFaults are the network faults in place; only the injector touches them.
 	netFaults []netFault
@@ -175,12 +195,13 @@ func newRun(t *testing.T, cfg config, w *world) *run {
 		t: t, cfg: cfg, w: w, n: n, all: uint(1)<<n - 1, start: time.Now(),
 		member: make([]fault, n), agent: make([]fault, n), armed: make([]string, n),
 		authorized: map[uint64]*leaveRec{}, reported: map[string]bool{}, exitSeen: map[string]time.Time{},
-		upSince: make([]time.Time, n), downSince: make([]time.Time, n), unexplained: map[uint64]unexplained{},
+		upSince: make([]time.Time, n), downSince: make([]time.Time, n), healthJudged: make([]time.Time, n), unexplained: map[uint64]unexplained{},
 		former: map[uint64]int{},
 	}
 	r.c.faults, r.c.outcomes = map[string]int{}, map[string]int{}
 	r.c.crashArmed, r.c.crashHit = map[string]int{}, map[string]int{}
 	r.c.nodeReleases = map[string]int{}
+	r.c.onOtherNode = make([]int, n)
 	return r
 }
 
@@ -254,8 +275,14 @@ func (r *run) setMember(i int, f fault) {
 	case f != up && was == up:
 		r.downSince[i] = time.Now()
 	}
-	if f != up {
-		r.disruptLocked("etcd " + nodeName(i) + " " + faultNames[f])
+	switch what := "etcd " + nodeName(i) + " " + faultNames[f]; {
+	case f == killed:
+		// Not a disruption to the health invariant: the count of how long the member is down
+		// starts here. A kill that does end the leading agent's term shows as a change of the
+		// Lease's holder (noteHolderLocked).
+		r.disruptedAt, r.disruption = time.Now(), what
+	case f != up:
+		r.disruptLocked(what)
 	}
 	r.member[i] = f
 	if f == up || f == joining {
@@ -329,6 +356,15 @@ func (r *run) summary() string {
 	fmt.Fprintf(&b, "  leaves      %d sent by the harness and %d by deleting a Node (%d cancelled), %d asked by the dead-member policy (%d outage steps), outcomes: %s\n", c.leaves, c.nodeDeletions, c.cancels, c.policyLeaves, c.outages, render(c.outcomes))
 	fmt.Fprintf(&b, "  nodes       %d deleted, let go when: %s; Terminating %s at the median, %s at most (hold %s, slack %s)\n",
 		c.nodeDeletions, render(c.nodeReleases), median(c.terminating), maxOf(c.terminating), r.hold, r.slack)
+	var others []string
+	for i, k := range c.onOtherNode {
+		if k > 0 {
+			others = append(others, fmt.Sprintf("%s %d", nodeName(i), k))
+		}
+	}
+	fmt.Fprintf(&b, "  own node    %d member faults landed on the leading agent's node (%d aimed there), %d on other nodes (%s), %d while the Lease named no agent\n",
+		c.onLeadingNode, c.aimedLeadingNode, sumOf(c.onOtherNode), strings.Join(others, ", "), c.noLeadingNode)
+	fmt.Fprintf(&b, "  health      %d members judged down past their deadline on Healthy (bound %s after the later of going down and the slack after a disruption)\n", c.healthJudged, r.healthBound)
 	fmt.Fprintf(&b, "  refusals    %d leaves refused at least once (QuorumAtRisk or LastVoter); %d handed over; %d met an etcd error\n", c.refusals, c.handOvers, c.etcdErrors)
 	fmt.Fprintf(&b, "  removals    %d seen in etcd's member list; %d re-joins\n", c.removals, c.rejoins)
 	fmt.Fprintf(&b, "  crash points armed %s, hit %s\n", render(c.crashArmed), render(c.crashHit))
@@ -345,6 +381,14 @@ func (r *run) summary() string {
 func sum(m map[string]int) int {
 	total := 0
 	for _, v := range m {
+		total += v
+	}
+	return total
+}
+
+func sumOf(counts []int) int {
+	total := 0
+	for _, v := range counts {
 		total += v
 	}
 	return total
