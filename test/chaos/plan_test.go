@@ -612,7 +612,7 @@ func TestNodeDeletionsAreCommon(t *testing.T) {
 }
 
 // memberFaults are the steps that take an etcd member down: the ones aimed at the leading
-// agent's node, and counted by where they land (run.landMemberFault).
+// agent's node, and counted by where they land (run.landed).
 var memberFaults = []kind{killMember, pauseMember, outage}
 
 // TestLeadingNodeIsAimedAtMost: issue #30 asks that the leading agent's node be picked for member
