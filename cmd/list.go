@@ -28,6 +28,8 @@ type listOptions struct {
 	noHeaders      bool
 	timeout        time.Duration
 	unreachableFor time.Duration
+	// stream prints the tables of -w, so that every row lines up with the header above it.
+	stream *printers.Stream
 }
 
 func newListCommand(r *root) *cobra.Command {
@@ -107,6 +109,9 @@ func (o *listOptions) run(ctx context.Context, r *root) error {
 	if err != nil {
 		return fmt.Errorf("--selector: %w", err)
 	}
+	if o.watch {
+		o.stream = printers.NewStream(r.streams.Out, o.noHeaders)
+	}
 	c, err := r.client()
 	if err != nil {
 		return err
@@ -156,13 +161,13 @@ func (o *listOptions) printList(r *root, list *v1alpha1.EtcdMemberList, live *me
 		if err != nil {
 			return err
 		}
-		return t.Write(r.streams.Out, o.noHeaders)
+		return o.writeTable(r, t)
 	case printers.IsTable(format):
 		rows := members.BuildRows(list.Items, live, nodes, time.Now(), o.unreachableFor)
 		if len(rows) == 0 {
 			return nil
 		}
-		return printers.MemberTable(rows, format == printers.FormatWide, time.Now()).Write(r.streams.Out, o.noHeaders)
+		return o.writeTable(r, printers.MemberTable(rows, format == printers.FormatWide, time.Now()))
 	}
 	return printers.PrintObjects(o.print, list, r.streams.Out)
 }
@@ -250,10 +255,18 @@ func (o *listOptions) printEvent(r *root, m *v1alpha1.EtcdMember, format string,
 		if err != nil {
 			return err
 		}
-		return t.Write(r.streams.Out, true)
+		return o.writeTable(r, t)
 	case printers.IsTable(format):
 		row := members.ObjectRow(m)
-		return printers.MemberTable([]members.Row{row}, format == printers.FormatWide, time.Now()).Write(r.streams.Out, true)
+		return o.writeTable(r, printers.MemberTable([]members.Row{row}, format == printers.FormatWide, time.Now()))
 	}
 	return printers.PrintObject(o.print, m, r.streams.Out)
+}
+
+// writeTable prints t, through the stream under -w.
+func (o *listOptions) writeTable(r *root, t printers.Table) error {
+	if o.stream != nil {
+		return o.stream.Write(t)
+	}
+	return t.Write(r.streams.Out, o.noHeaders)
 }

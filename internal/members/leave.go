@@ -61,7 +61,15 @@ type LeaveOptions struct {
 	// MemberID, when set, is the member the caller means: if the object has come to record
 	// another one meanwhile (its node re-joined), nothing is asked.
 	MemberID string
+	// RefusalGrace is how long a refusal that can pass by itself (QuorumAtRisk, NoOtherAgent)
+	// must last before the wait ends on it; 0 ends it at once.
+	RefusalGrace time.Duration
 }
+
+// DefaultRefusalGrace is two of the leader's probe rounds at the agents' default
+// --probe-interval (5s): a member that has just restarted is Healthy again within that, and its
+// refusal passes.
+const DefaultRefusalGrace = 10 * time.Second
 
 // Leave asks for the removal of the member the object name records, and with Wait follows the
 // object until the controller reports the outcome, printing each step to progress. It returns a
@@ -108,7 +116,7 @@ func leave(ctx context.Context, c client.WithWatch, progress io.Writer, name str
 		}
 		return fmt.Sprintf("%s: leave requested", m.Name), nil
 	}
-	w := &waiter{c: c, out: progress, name: m.Name, uid: m.UID, since: m.Generation, timeout: opts.Timeout}
+	w := &waiter{c: c, out: progress, name: m.Name, uid: m.UID, since: m.Generation, timeout: opts.Timeout, grace: opts.RefusalGrace}
 	if err := w.wait(ctx, m); err != nil {
 		return "", err
 	}

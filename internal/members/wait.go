@@ -45,6 +45,14 @@ var refusals = map[string]bool{
 	v1alpha1.ReasonMemberMismatch: true,
 }
 
+// passing are the refusals that a cluster in motion lifts within a probe round or two: a member
+// just restarted and not yet probed healthy (QuorumAtRisk), agents restarting (NoOtherAgent). The
+// wait rides them out for the grace. LastVoter, NoMemberID and MemberMismatch need the operator.
+var passing = map[string]bool{
+	v1alpha1.ReasonQuorumAtRisk: true,
+	v1alpha1.ReasonNoOtherAgent: true,
+}
+
 // judge describes a leave request in one line and says where it stands. A Left condition computed
 // for a generation older than since predates the request being waited for, so it is ignored.
 func judge(m *v1alpha1.EtcdMember, since int64) (string, outcome) {
@@ -75,24 +83,35 @@ type waiter struct {
 	since   int64
 	timeout time.Duration
 	last    string
+	// grace is LeaveOptions.RefusalGrace; refusedSince is when the refusal standing now was first
+	// seen (zero when none stands), and graceTimer ends the wait once it has lasted grace.
+	grace        time.Duration
+	refusedSince time.Time
+	graceTimer   *time.Timer
 
 	// The informer lists and watches from goroutines of its own, which may outlive the wait.
 	mu      sync.Mutex
 	lastErr error
 	// denied is a Forbidden list or watch, explained: no retry gets past RBAC.
 	denied error
+	// refusal is the refusal standing now; graceOver is set once it outlasted the grace.
+	refusal   *RefusedError
+	graceOver bool
+	stop      context.CancelFunc
 }
 
 // wait returns nil once the member left, and an error on refusal, cancellation or timeout.
 func (w *waiter) wait(ctx context.Context, m *v1alpha1.EtcdMember) error {
-	if done, err := w.observe(m); done {
-		return err
-	}
 	// The informer re-lists after a watch that ends or fails, an old resource version included,
 	// and backs off while the API server keeps failing. Its log would interleave klog lines with
 	// the progress lines; the errors it meets are kept for the timeout to name instead.
 	informerCtx, stop := context.WithCancel(logr.NewContext(ctx, logr.Discard()))
 	defer stop()
+	w.stop = stop
+	defer w.passed()
+	if done, err := w.observe(m); done {
+		return err
+	}
 	_, err := watchtools.UntilWithSync(informerCtx, w.listWatch(stop), &v1alpha1.EtcdMember{}, w.synced, w.changed)
 	if !wait.Interrupted(err) {
 		// nil, or the verdict of synced or changed.
@@ -100,10 +119,51 @@ func (w *waiter) wait(ctx context.Context, m *v1alpha1.EtcdMember) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.denied != nil {
+	switch {
+	case w.denied != nil:
 		return w.denied
+	case w.graceOver:
+		_, _ = fmt.Fprintf(w.out, "%s: still refused after %s (--refusal-grace)\n", w.name, w.grace)
+		return w.refusal
 	}
 	return w.interrupted(ctx)
+}
+
+// ride keeps the wait going through a refusal that can pass by itself until it has lasted the
+// grace, and reports false when the wait must end on it now.
+func (w *waiter) ride(refusal *RefusedError) bool {
+	if w.grace <= 0 || !passing[refusal.Reason] {
+		return false
+	}
+	w.mu.Lock()
+	w.refusal = refusal
+	w.mu.Unlock()
+	if !w.refusedSince.IsZero() {
+		return true
+	}
+	w.refusedSince = time.Now()
+	_, _ = fmt.Fprintf(w.out, "%s: waiting up to %s for the refusal to pass: the leader re-checks it as member health changes (--refusal-grace)\n", w.name, w.grace)
+	w.graceTimer = time.AfterFunc(w.grace, func() {
+		w.mu.Lock()
+		w.graceOver = true
+		w.mu.Unlock()
+		w.stop()
+	})
+	return true
+}
+
+// passed forgets the refusal that stood: the object moved on from it, or the wait ended. Once
+// the grace has run out, its verdict stands, even if the object moves on as the wait stops.
+func (w *waiter) passed() {
+	if w.graceTimer != nil {
+		w.graceTimer.Stop()
+	}
+	w.graceTimer, w.refusedSince = nil, time.Time{}
+	w.mu.Lock()
+	if !w.graceOver {
+		w.refusal = nil
+	}
+	w.mu.Unlock()
 }
 
 // plainListWatch keeps the informer to a list, then a watch from its resource version. Streaming
@@ -202,12 +262,19 @@ func (w *waiter) observe(m *v1alpha1.EtcdMember) (bool, error) {
 		}
 		w.last = line
 	}
+	if state != refused && !w.refusedSince.IsZero() {
+		w.passed()
+	}
 	switch state {
 	case left:
 		return true, nil
 	case refused:
 		c := status.Get(m, v1alpha1.ConditionLeft)
-		return true, &RefusedError{Name: w.name, Reason: c.Reason, Message: c.Message}
+		refusal := &RefusedError{Name: w.name, Reason: c.Reason, Message: c.Message}
+		if w.ride(refusal) {
+			return false, nil
+		}
+		return true, refusal
 	case cancelled:
 		return true, fmt.Errorf("leave of %s was cancelled: spec.leave was set back to false", w.name)
 	}

@@ -457,3 +457,73 @@ func listedAs(obj *v1alpha1.EtcdMember) func(context.Context, client.WithWatch, 
 		return nil
 	}
 }
+
+func leaveWithGrace(t *testing.T, c client.WithWatch, grace time.Duration) (string, string, error) {
+	t.Helper()
+	var progress bytes.Buffer
+	summary, err := Leave(context.Background(), c, &progress, "node-2", LeaveOptions{Wait: true, Timeout: 5 * time.Second, RefusalGrace: grace})
+	return summary, progress.String(), err
+}
+
+// TestWaitRidesOutAPassingRefusal: a QuorumAtRisk that the leader lifts within the grace (a member
+// back to Healthy) does not end the wait; the member's removal does.
+func TestWaitRidesOutAPassingRefusal(t *testing.T) {
+	start := object("node-2", "b", false, joined)
+	msg := "removing node-2 would leave 1 healthy voter of 2; quorum of 2 needs 2."
+	c := watching(t, []watch.Event{
+		modified(joined, withMessage(cond(v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk), msg)),
+		modified(joined, withMessage(cond(v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonEtcdError), "etcdserver: unhealthy cluster")),
+		modified(removed, withMessage(leftDone, "Member b was removed from etcd on request.")),
+	}, &start)
+	summary, progress, err := leaveWithGrace(t, c, 5*time.Second)
+	if err != nil {
+		t.Fatalf("a refusal lifted within the grace ended the wait: %v\n%s", err, progress)
+	}
+	if summary != "node-2: member b left etcd" {
+		t.Errorf("summary %q", summary)
+	}
+	for _, want := range []string{
+		"node-2: Left=False QuorumAtRisk: " + msg + "\nnode-2: waiting up to 5s for the refusal to pass",
+		"node-2: Left=True Removed",
+	} {
+		if !strings.Contains(progress, want) {
+			t.Errorf("progress lacks %q:\n%s", want, progress)
+		}
+	}
+}
+
+// TestWaitEndsOnALastingRefusal: a refusal still standing when the grace runs out ends the wait
+// with the refusal, no sooner; one that no re-check lifts (LastVoter) ends it at once.
+func TestWaitEndsOnALastingRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		reason string
+		grace  time.Duration
+		rides  bool
+	}{
+		{v1alpha1.ReasonQuorumAtRisk, 300 * time.Millisecond, true},
+		{v1alpha1.ReasonNoOtherAgent, 300 * time.Millisecond, true},
+		{v1alpha1.ReasonLastVoter, 3 * time.Second, false},
+		{v1alpha1.ReasonMemberMismatch, 3 * time.Second, false},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			start := object("node-2", "b", false, joined)
+			c := watching(t, []watch.Event{
+				modified(joined, withMessage(cond(v1alpha1.ConditionLeft, metav1.ConditionFalse, tc.reason), "refused")),
+			}, &start)
+			began := time.Now()
+			_, progress, err := leaveWithGrace(t, c, tc.grace)
+			took := time.Since(began)
+			var refusal *RefusedError
+			if !errors.As(err, &refusal) || refusal.Reason != tc.reason {
+				t.Fatalf("want a *RefusedError %s, got %v\n%s", tc.reason, err, progress)
+			}
+			waited := strings.Contains(progress, "waiting up to") && strings.Contains(progress, "still refused after "+tc.grace.String())
+			switch {
+			case tc.rides && (took < tc.grace || !waited):
+				t.Errorf("ended after %s, grace %s; progress:\n%s", took, tc.grace, progress)
+			case !tc.rides && (took >= tc.grace || strings.Contains(progress, "waiting up to")):
+				t.Errorf("%s waited (%s) for a grace that cannot help; progress:\n%s", tc.reason, took, progress)
+			}
+		})
+	}
+}

@@ -23,8 +23,18 @@ type Table struct {
 // Write prints the table; noHeaders leaves the header line out, for scripts and for the rows that
 // follow a watch's first table.
 func (t Table) Write(w io.Writer, noHeaders bool) error {
+	return t.write(w, noHeaders, true)
+}
+
+// write lays the table out; trim off keeps the blanks a Stream pads its cells with.
+func (t Table) write(w io.Writer, noHeaders, trim bool) error {
 	var buf bytes.Buffer
+	trimSpace := tw.Off
+	if trim {
+		trimSpace = tw.On
+	}
 	tbl := tablewriter.NewTable(&buf,
+		tablewriter.WithTrimSpace(trimSpace),
 		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{
 			Borders:  tw.BorderNone,
 			Settings: tw.Settings{Separators: tw.SeparatorsNone, Lines: tw.LinesNone},

@@ -468,6 +468,59 @@ func TestPluginLeave(t *testing.T) {
 	}
 }
 
+// TestPluginLeaveRidesOutAPassingRefusal: with one of three members dead, a leave of another is
+// refused (1 healthy voter of 2 would remain). --refusal-grace 0 ends the wait at once with exit
+// 3; a grace the refusal outlasts ends it with exit 3 no sooner than the grace; and with the
+// default grace, the dead member started again while the wait rides the refusal out, the leave
+// completes with exit 0, as a leave asked just as a member restarts must.
+func TestPluginLeaveRidesOutAPassingRefusal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{size: 3})
+	healthyWithLeader(e)
+	others := nonLeaders(e)
+	dead, target := others[0], others[1]
+	dead.Kill(t)
+
+	run := e.plugin("leave", target.Name, "--refusal-grace", "0", "--timeout", "45s")
+	t.Logf("leave %s --refusal-grace 0 with %s dead:\n%s", target.Name, dead.Name, run.Output())
+	if run.Code != exitRefused || !strings.Contains(run.Stderr, "would leave 1 healthy voter of 2") || strings.Contains(run.Stderr, "waiting up to") {
+		t.Errorf("--refusal-grace 0: want exit %d at once with the guard's numbers: %s", exitRefused, run.Output())
+	}
+
+	const grace = 3 * time.Second
+	run = e.plugin("leave", target.Name, "--refusal-grace", grace.String(), "--timeout", "45s")
+	t.Logf("leave %s --refusal-grace %s:\n%s", target.Name, grace, run.Output())
+	if run.Code != exitRefused || run.Took < grace || !strings.Contains(run.Stderr, "waiting up to "+grace.String()) ||
+		!strings.Contains(run.Stderr, "still refused after "+grace.String()) || !strings.Contains(run.Stderr, "would leave 1 healthy voter of 2") {
+		t.Errorf("a refusal lasting the grace: want exit %d after at least %s, saying it waited: %s", exitRefused, grace, run.Output())
+	}
+	if !e.etcdMemberIDs()[target.ID()] {
+		t.Fatalf("refused member %s was removed", target.Name)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), settle)
+	defer cancel()
+	leave := e.api.PluginCommand(t, ctx, nil, "leave", target.Name, "--timeout", "45s")
+	var stdout, stderr lockedBuffer
+	leave.Stdout, leave.Stderr = &stdout, &stderr
+	if err := leave.Start(); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(t, settle, pollEvery, "leave riding out the refusal", func(context.Context) (bool, error) {
+		// The documented default grace.
+		return strings.Contains(stderr.String(), "waiting up to 10s"), nil
+	})
+	dead.Start(t)
+	err := leave.Wait()
+	t.Logf("leave %s, %s started again meanwhile: %v\nstdout:\n%sstderr:\n%s", target.Name, dead.Name, err, stdout.String(), stderr.String())
+	if err != nil || !strings.Contains(stdout.String(), target.Name+": member "+target.IDHex()+" left etcd") {
+		t.Errorf("a refusal that passed within the grace: want exit 0 and the member gone: %v", err)
+	}
+	if e.etcdMemberIDs()[target.ID()] {
+		t.Errorf("%s is still in etcd after its leave returned", target.Name)
+	}
+}
+
 // TestPluginPruneStale: the IP-change case on real etcd. node-3 ran without an agent (its object
 // is a discovered one); the node came back at a new address as a new member under the same etcd
 // name, added as a learner while the old machine still ran (etcd refuses any member add while a
