@@ -97,7 +97,8 @@ type waiter struct {
 	// refusal is the refusal standing now; graceOver is set once it outlasted the grace.
 	refusal   *RefusedError
 	graceOver bool
-	stop      context.CancelFunc
+	// stop ends the informer, and with it the wait, when the grace runs out.
+	stop context.CancelFunc
 }
 
 // wait returns nil once the member left, and an error on refusal, cancellation or timeout.
