@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -164,16 +163,11 @@ func (l *leadership) runTerm(ctx context.Context) error {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Client:                 client.Options{FieldOwner: v1alpha1.FieldManagerLeader},
-		// Every term registers the same controller name again in this process. Warm-up adds the
-		// controllers' event handlers while the term campaigns: after winning, the wait for their
-		// first sync, polled every 100 ms, held a new leader's first reconcile back by up to
-		// 200 ms, and with it every failover and hand-over.
+		// Every term registers the same controller name again in this process. Warm-up lists the
+		// EtcdMembers into the term's cache while it campaigns: after winning, the controllers'
+		// wait for a first sync, polled every 100 ms, held a new leader's first reconcile back by
+		// about 200 ms, and with it every failover and hand-over.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true), EnableWarmup: ptr.To(true)},
-	}
-	if l.own != nil {
-		// A term started by a released Lease wins within milliseconds, before a cache of its own
-		// could list anything; the agent's cache has been synced all along (termcache.go).
-		opts.NewCache = func(*rest.Config, cache.Options) (cache.Cache, error) { return newTermCache(l.own.cache), nil }
 	}
 	if l.opts.LeaderElect {
 		lock, err := resourcelock.NewFromKubeconfig(resourcelock.LeasesResourceLock,
