@@ -20,8 +20,8 @@ type Table struct {
 	Rows   [][]string
 }
 
-// Write prints the table; noHeaders leaves the header line out, for scripts and for the rows that
-// follow a watch's first table.
+// Write prints the table; noHeaders leaves the header line out, for scripts. A watch's rows go
+// through a Stream instead, which keeps them under the header.
 func (t Table) Write(w io.Writer, noHeaders bool) error {
 	return t.write(w, noHeaders, true)
 }
