@@ -34,7 +34,8 @@ PLUGIN := $(BIN)/kubectl-etcdmember $(BIN)/kubectl_complete-etcdmember
 FAILPOINTS_BIN := $(BIN)/failpoints/kubectl-etcdmember
 include packaging.mk
 
-TESTBIN := $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/etcdctl $(BIN)/etcd-3.5 $(BIN)/etcd-3.4
+TESTBIN := $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/etcdctl $(BIN)/etcd-3.5 $(BIN)/etcd-3.4 \
+	$(BIN)/prometheus $(BIN)/promtool
 TOOLS := $(BIN)/controller-gen $(BIN)/golangci-lint
 GO_SOURCES := main.go $(shell find cmd api internal -name '*.go' 2>/dev/null)
 
@@ -47,6 +48,11 @@ help: ## Show the targets.
 .PHONY: demo
 demo: build testbin ## Run the local lab: 3 etcd members, kube-apiserver, 3 agents; leave and re-join a member.
 	$(GO) run ./hack/demo
+
+# Not one of the two commands, but the next one a newcomer wants: the demo's lab, kept running.
+.PHONY: lab
+lab: build testbin ## Start the local lab and keep it running to type into (kubectl etcdmember, etcdctl) until Ctrl-C.
+	$(GO) run ./hack/demo -lab
 
 .PHONY: test
 test: build testbin dist image krew ## Run every test: unit, integration (test/framework), e2e and packaging, a short fuzz run, then make verify.
@@ -97,7 +103,7 @@ $(BIN)/kubectl_complete-etcdmember: kubectl_complete-etcdmember
 	install -m 0755 $< $@
 
 .PHONY: testbin
-testbin: $(TESTBIN) $(TOOLS) ## Build kube-apiserver, kubectl, etcd, etcdctl, etcd 3.5 and 3.4 (compatibility tests) and the code tools into bin/ from Go modules.
+testbin: $(TESTBIN) $(TOOLS) ## Build kube-apiserver, kubectl, etcd, etcdctl, etcd 3.5 and 3.4 (compatibility tests), prometheus, promtool and the code tools into bin/ from Go modules.
 
 # Each tool lives in its own module under hack/tools so that its dependencies never touch ours.
 $(BIN)/kube-apiserver $(BIN)/kubectl &: hack/tools/kube/go.mod hack/tools/kube/go.sum
@@ -118,6 +124,13 @@ $(BIN)/etcd-3.4: hack/tools/etcd34/go.mod hack/tools/etcd34/go.sum
 	cd hack/tools/etcd34 && $(GO) build -trimpath -o $@ go.etcd.io/etcd
 	@touch $@
 
+# The alerts' tests (test/alerts, test/e2e) run promtool and a real Prometheus. Scrape targets are
+# static in those tests, so no service discovery is built in (remove_all_sd), nor the web UI.
+$(BIN)/prometheus $(BIN)/promtool &: hack/tools/prometheus/go.mod hack/tools/prometheus/go.sum
+	cd hack/tools/prometheus && $(GO) build -trimpath -tags remove_all_sd -o $(BIN)/ \
+		github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool
+	@touch $(BIN)/prometheus $(BIN)/promtool
+
 $(BIN)/controller-gen: hack/tools/gen/go.mod hack/tools/gen/go.sum
 	cd hack/tools/gen && $(GO) build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 
@@ -127,10 +140,11 @@ $(BIN)/golangci-lint: hack/tools/lint/go.mod hack/tools/lint/go.sum
 ##@ Generated code and checks
 
 .PHONY: generate
-generate: $(BIN)/controller-gen ## Regenerate deepcopy code, the CRD and the agent's RBAC from the Go markers.
+generate: $(BIN)/controller-gen ## Regenerate deepcopy code, the CRD and the agent's RBAC from the Go markers, and the PrometheusRule from the rules file.
 	$(BIN)/controller-gen object paths=./api/...
 	$(BIN)/controller-gen crd rbac:roleName=etcdmember-agent paths=./api/... paths=./internal/... \
 		output:crd:artifacts:config=config/crd output:rbac:artifacts:config=config/rbac
+	$(GO) run ./hack/prometheusrule config/prometheus/rules.yaml config/prometheus/prometheusrule.yaml
 
 .PHONY: verify
 verify: verify-generated verify-fmt vet lint verify-no-skips ## Fail on stale generated files, gofmt, go vet, lint findings or skipped tests.

@@ -14,6 +14,7 @@ import (
 func newServeCommand(r *root) *cobra.Command {
 	opts := agent.DefaultOptions()
 	zapOpts := zap.Options{}
+	var metricsSecure bool
 	cmd := &cobra.Command{
 		Use:    "serve",
 		Hidden: true,
@@ -29,6 +30,9 @@ leader removes members whose object has spec.leave: true, one at a time, never i
 			ctrl.SetLogger(logger)
 			ctx := ctrl.LoggerInto(cmd.Context(), logger)
 			opts.RESTConfig = r.config.ToRESTConfig
+			if cmd.Flags().Changed("metrics-secure") {
+				opts.MetricsSecure = &metricsSecure
+			}
 			return agent.Run(ctx, opts)
 		},
 	}
@@ -45,6 +49,8 @@ leader removes members whose object has spec.leave: true, one at a time, never i
 	f.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", opts.RetryPeriod, "How often candidates try to acquire, and the leader to renew, the Lease.")
 	f.StringVar(&opts.EventsNamespace, "events-namespace", opts.EventsNamespace, "Namespace the agent writes its Events to.")
 	f.StringVar(&opts.MetricsBindAddress, "metrics-bind-address", opts.MetricsBindAddress, `Address of the Prometheus metrics endpoint; "0" turns it off.`)
+	f.BoolVar(&metricsSecure, "metrics-secure", false, "Serve the metrics over HTTPS, every scrape authenticated (TokenReview) and authorized (get on the non-resource URL /metrics) by the API server. Default: on for any address but loopback, where it can also be forced on; plain HTTP is refused off loopback.")
+	f.StringVar(&opts.MetricsCertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for the HTTPS metrics endpoint, re-read when they change. Empty: a self-signed certificate made at start.")
 	f.StringVar(&opts.HealthProbeBindAddress, "health-probe-bind-address", opts.HealthProbeBindAddress, `Address of /healthz and /readyz; "0" turns them off.`)
 	f.DurationVar(&opts.EtcdWaitTimeout, "etcd-wait-timeout", opts.EtcdWaitTimeout, "How long to wait at start for the local etcd to answer before exiting with an error.")
 	f.DurationVar(&opts.SyncInterval, "sync-interval", opts.SyncInterval, "How often the agent re-reads its local member and refreshes its object (writes only on change).")

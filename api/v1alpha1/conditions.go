@@ -67,8 +67,16 @@ const (
 // every forced removal is recorded in a Warning Event.
 const AnnotationForceLeave = "etcdmember.io/force-leave"
 
-// ReasonForced is the Event reason of a removal that skipped the quorum guard.
+// ReasonForced is the Event reason of a removal that skipped the quorum guard, and the reason of
+// ConditionGuardSkipped.
 const ReasonForced = "ForcedLeave"
+
+// ConditionGuardSkipped (True, reason ForcedLeave) records that the leader went past the quorum
+// guard for the leave request of its observedGeneration, because of AnnotationForceLeave; its
+// message quotes the guard's verdict at that moment. It is what says the ForcedLeave Warning was
+// written: once per request, whatever the retries and leader changes. It goes at the next leave
+// request that is not forced, and at a re-join.
+const ConditionGuardSkipped = "GuardSkipped"
 
 // ConditionRemovable is the pre-flight answer for a joined member: would removing it right now
 // keep the cluster's quorum? Automation can check it before setting spec.leave. It follows the
@@ -178,10 +186,17 @@ const AnnotationLeaveReason = "etcdmember.io/leave-reason"
 // voter stayed unreachable longer than --remove-unreachable-after.
 const ReasonUnreachableMember = "UnreachableMember"
 
+// ConditionUnreachableLeaveHeld is True while --remove-unreachable-after holds back the leave of
+// a voter unreachable that long, because etcd's own view does not confirm it down; its reason is
+// one of the two below, and the Warning Event of that reason was written when it was set, so a
+// new leader does not write it again. It goes once the voter is reachable again or asked to leave.
+const ConditionUnreachableLeaveHeld = "UnreachableLeaveHeld"
+
 // Event reasons of a voter that --remove-unreachable-after does not ask to leave although it has
-// been unreachable that long, because etcd's own view does not confirm it down. Before asking,
-// the leader reads etcd_network_active_peers from every other voter it reaches; each is written
-// once per outage and leadership term, and the check is repeated every --recheck-interval.
+// been unreachable that long, because etcd's own view does not confirm it down, and reasons of
+// ConditionUnreachableLeaveHeld. Before asking, the leader reads what every other voter it
+// reaches has received from the member; each is written once per outage, across leader changes,
+// and the check is repeated every --recheck-interval.
 const (
 	// ReasonUnreachableFromLeader (Warning): another member's etcd still has an active raft
 	// connection to the member, so etcd hears from it and only the path from the leading agent's

@@ -6,16 +6,20 @@
 // the member a rebuilt node left behind, and `kubectl delete node` removing the Node's member
 // (--leave-on-node-delete). It cleans everything up.
 //
-// Run it with `make demo`, which builds the binaries first.
+// Run it with `make demo`, which builds the binaries first. `make lab` (demo -lab) starts the same
+// lab and keeps it running for a newcomer to type into, until Ctrl-C (lab.go).
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -32,10 +36,18 @@ import (
 const resource = "etcdmembers.etcdmember.io"
 
 func main() {
+	keep := flag.Bool("lab", false, "start the lab, print how to reach it, and keep it running until interrupted (make lab)")
+	flag.Parse()
 	// The framework's API clients log through controller-runtime, which warns without a logger.
 	logf.SetLogger(logr.Discard())
 	l := newLab()
-	err := l.run(func() { demo(l) })
+	body := func() { demo(l) }
+	if *keep {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		body = func() { keepRunning(ctx, l) }
+	}
+	err := l.run(body)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)

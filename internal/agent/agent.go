@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/controller"
@@ -46,7 +45,12 @@ type Options struct {
 	RetryPeriod             time.Duration
 	EventsNamespace         string
 
-	MetricsBindAddress     string
+	MetricsBindAddress string
+	// MetricsSecure serves the metrics over HTTPS with authentication and authorization; nil
+	// decides by MetricsBindAddress (plain HTTP on loopback only). MetricsCertDir holds tls.crt
+	// and tls.key for it; empty serves a self-signed certificate.
+	MetricsSecure          *bool
+	MetricsCertDir         string
 	HealthProbeBindAddress string
 
 	// EtcdWaitTimeout bounds how long the agent waits for the local etcd to answer at start.
@@ -131,6 +135,9 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
 		}
 	}
+	if _, err := metricsServing(o.MetricsBindAddress, o.MetricsSecure, o.MetricsCertDir); err != nil {
+		errs = append(errs, err)
+	}
 	if o.ProbeTimeout >= o.ProbeInterval {
 		errs = append(errs, fmt.Errorf("--probe-timeout (%s) must be shorter than --probe-interval (%s)", o.ProbeTimeout, o.ProbeInterval))
 	}
@@ -200,10 +207,14 @@ func Run(ctx context.Context, opts Options) error {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
+	metricsOpts, err := metricsServing(opts.MetricsBindAddress, opts.MetricsSecure, opts.MetricsCertDir)
+	if err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                 scheme,
 		Logger:                 log,
-		Metrics:                metricsserver.Options{BindAddress: opts.MetricsBindAddress},
+		Metrics:                metricsOpts,
 		HealthProbeBindAddress: opts.HealthProbeBindAddress,
 	})
 	if err != nil {

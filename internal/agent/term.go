@@ -30,6 +30,7 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/internal/controller"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 	"github.com/etcdmember/kubectl-etcdmember/internal/events"
+	"github.com/etcdmember/kubectl-etcdmember/internal/metrics"
 )
 
 // leadership runs the leave controller in leadership terms. Each term is a fresh manager that
@@ -285,7 +286,9 @@ func (t termStarted) NeedLeaderElection() bool { return true }
 func (t termStarted) Start(ctx context.Context) error {
 	t.l.markTermStart(time.Now())
 	logf.FromContext(ctx).Info("Became leader", "identity", t.l.identity)
+	metrics.Leader.Set(1)
 	<-ctx.Done()
+	metrics.Leader.Set(0)
 	return nil
 }
 

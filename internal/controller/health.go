@@ -84,9 +84,11 @@ func healthCondition(target etcd.Member, h etcd.Health, alarms []string, timeout
 		fmt.Sprintf("Member %s answers on its client URLs and serves linearizable reads.", id)
 }
 
-// forgetHealth drops what only a member in etcd has: its health and whether removing it is safe.
+// forgetHealth drops what only a member in etcd has: its health, whether removing it is safe, and
+// the dead-member policy's hold of its leave.
 func forgetHealth(m *v1alpha1.EtcdMember) {
 	m.Status.Health = nil
 	status.Remove(m, v1alpha1.ConditionHealthy)
 	status.Remove(m, v1alpha1.ConditionRemovable)
+	status.Remove(m, v1alpha1.ConditionUnreachableLeaveHeld)
 }

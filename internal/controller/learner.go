@@ -123,7 +123,7 @@ func (r *LeaveReconciler) evict(ctx context.Context, m *v1alpha1.EtcdMember, tar
 	}
 	r.promoteBackoff().Forget(m.UID)
 	r.timers.forget(target.ID)
-	metrics.LearnerEvictions.Inc()
+	metrics.LearnerEvictions.WithLabelValues(m.Name, etcd.IDString(target.ID)).Inc()
 	evicted(m)
 	forgetHealth(m)
 	return ctrl.Result{}, nil

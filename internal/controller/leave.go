@@ -258,6 +258,8 @@ func (r *LeaveReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember,
 		return ctrl.Result{}, nil
 	}
 	if m.Spec.Leave {
+		// Asked to leave, by an operator or by the policy: nothing is held back any more.
+		status.Remove(m, v1alpha1.ConditionUnreachableLeaveHeld)
 		return r.leave(ctx, m, target, members, head)
 	}
 	if c := status.Get(m, v1alpha1.ConditionLeft); c != nil && c.Status == metav1.ConditionFalse {

@@ -327,7 +327,7 @@ func (w *MembershipWatcher) recordObjects(ctx context.Context) error {
 	if err := w.client.List(ctx, &list); err != nil {
 		return err
 	}
-	recordObjects(list.Items)
+	recordObjects(list.Items, time.Now())
 	return nil
 }
 

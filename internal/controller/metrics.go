@@ -1,9 +1,14 @@
 package controller
 
 import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 	"github.com/etcdmember/kubectl-etcdmember/internal/metrics"
+	"github.com/etcdmember/kubectl-etcdmember/internal/quorum"
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
@@ -20,6 +25,10 @@ func recordMembership(members []etcd.Member, probes Probes) {
 		}
 		metrics.EtcdMembers.WithLabelValues(role).Inc()
 		metrics.MemberLearner.WithLabelValues(m.Name, id).Set(boolValue(m.IsLearner))
+		if m.IsLearner {
+			// Creates the learner's series at 0 (see LearnerEvictions), never resets it.
+			metrics.LearnerEvictions.WithLabelValues(m.Name, id)
+		}
 		h, probed := probes.Members[m.ID]
 		if !probed {
 			continue
@@ -33,10 +42,25 @@ func recordMembership(members []etcd.Member, probes Probes) {
 			metrics.MemberDBSize.WithLabelValues(m.Name, id).Set(float64(h.Status.DBSize))
 		}
 	}
+	metrics.FaultTolerance.WithLabelValues().Set(float64(faultTolerance(quorumVoters(members, probes))))
 }
 
-// recordObjects exports the objects by the state of their Joined condition.
-func recordObjects(objects []v1alpha1.EtcdMember) {
+// faultTolerance is how many more voters may fail before the healthy ones no longer make a
+// quorum: 0 means the next failure stops every write, below 0 that quorum is lost already.
+func faultTolerance(voters []quorum.Voter) int {
+	healthy := 0
+	for _, v := range voters {
+		if v.Healthy {
+			healthy++
+		}
+	}
+	return healthy - quorum.Of(len(voters))
+}
+
+// recordObjects exports the objects by the state of their Joined condition, and the leave
+// requests still pending with their age at now.
+func recordObjects(objects []v1alpha1.EtcdMember, now time.Time) {
+	recordPendingLeaves(objects, now)
 	counts := map[string]float64{"joined": 0, "removed": 0, "not_found": 0, "unknown": 0}
 	for i := range objects {
 		c := status.Get(&objects[i], v1alpha1.ConditionJoined)
@@ -56,11 +80,39 @@ func recordObjects(objects []v1alpha1.EtcdMember) {
 	}
 }
 
+// recordPendingLeaves exports the leave requests not complete yet. A request's age counts from
+// its Left condition's lastTransitionTime, which every leader reads alike: the first leader that
+// saw the request set it, and it stays while the condition stays False whatever its reason.
+func recordPendingLeaves(objects []v1alpha1.EtcdMember, now time.Time) {
+	metrics.LeavePending.Reset()
+	pending := 0
+	for i := range objects {
+		m := &objects[i]
+		left := status.Get(m, v1alpha1.ConditionLeft)
+		if !m.Spec.Leave || (left != nil && left.Status == metav1.ConditionTrue) {
+			continue
+		}
+		pending++
+		// Not recorded by a leader yet: it is being looked at now.
+		reason, age := reasonUnobserved, 0.0
+		if left != nil {
+			reason, age = left.Reason, max(now.Sub(left.LastTransitionTime.Time).Seconds(), 0)
+		}
+		metrics.LeavePending.WithLabelValues(m.Name, m.Status.MemberID, reason).Set(age)
+	}
+	metrics.LeavesPending.WithLabelValues().Set(float64(pending))
+}
+
+// reasonUnobserved labels a pending leave whose Left condition no leader has written yet.
+const reasonUnobserved = "Unobserved"
+
 // forgetMembership drops the leader-only gauges when a leadership term ends, so a former leader
 // does not keep exporting a stale view.
 func forgetMembership() {
 	resetMemberGauges()
 	metrics.Objects.Reset()
+	metrics.LeavesPending.Reset()
+	metrics.LeavePending.Reset()
 }
 
 // resetMemberGauges drops every per-member series, so members that left stop being exported.
@@ -70,6 +122,7 @@ func resetMemberGauges() {
 	metrics.MemberLearner.Reset()
 	metrics.MemberAlarm.Reset()
 	metrics.MemberDBSize.Reset()
+	metrics.FaultTolerance.Reset()
 }
 
 // leaveOutcome maps a Left condition reason to the outcome label of LeaveRequests.

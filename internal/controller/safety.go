@@ -40,6 +40,8 @@ func (r *LeaveReconciler) guard(ctx context.Context, m *v1alpha1.EtcdMember, tar
 	// than the failure that the refusal sees.
 	setRemovableFrom(m, verdict)
 	forced := m.Annotations[v1alpha1.AnnotationForceLeave] == "true"
+	// Not even force removes the last voter.
+	recordForced(m, forced && !verdict.LastVoter, verdict)
 	if !verdict.Allowed && (!forced || verdict.LastVoter) {
 		reason := v1alpha1.ReasonQuorumAtRisk
 		if verdict.LastVoter {
@@ -53,11 +55,24 @@ func (r *LeaveReconciler) guard(ctx context.Context, m *v1alpha1.EtcdMember, tar
 	}
 	if forced {
 		log.Info("Forced leave: skipping the quorum guard", "verdict", verdict.Message)
-		r.Events.Warning(ctx, m, v1alpha1.ReasonForced, "Leave",
-			fmt.Sprintf("Removing member %s without the quorum guard (annotation %s; the guard says: %s). etcd's own reconfiguration check still applies.",
-				m.Status.MemberID, v1alpha1.AnnotationForceLeave, verdict.Message))
 	}
 	return r.moveLeaderAway(ctx, m, target, voters, forced)
+}
+
+// recordForced sets GuardSkipped the first time the guard is skipped for the current request,
+// which writes the ForcedLeave Warning (recordTransition), and keeps it as it is on every retry,
+// by this leader or the next, so that the Warning is written once per request. An earlier
+// request's record goes once a request is judged by the guard again.
+func recordForced(m *v1alpha1.EtcdMember, forced bool, verdict quorum.Verdict) {
+	c := status.Get(m, v1alpha1.ConditionGuardSkipped)
+	switch {
+	case !forced:
+		status.Remove(m, v1alpha1.ConditionGuardSkipped)
+	case c == nil || c.ObservedGeneration != m.Generation:
+		status.Set(m, v1alpha1.ConditionGuardSkipped, metav1.ConditionTrue, v1alpha1.ReasonForced,
+			fmt.Sprintf("Removing member %s without the quorum guard (annotation %s; the guard said: %s). etcd's own reconfiguration check still applies.",
+				m.Status.MemberID, v1alpha1.AnnotationForceLeave, verdict.Message))
+	}
 }
 
 // setRemovable answers the pre-flight question for a listed member from the latest periodic

@@ -18,7 +18,8 @@ type timers struct {
 	progress map[uint64]learnerProgress
 	// announced holds, for each unreachable member, the outage the dead-member policy's hold-back
 	// Events were about and the reasons they gave, so a hold re-checked every few seconds is
-	// announced once per reason and outage, even when it alternates between two reasons.
+	// announced once per reason and outage, even when it alternates between two reasons. Across
+	// leader changes the object's UnreachableLeaveHeld condition says it instead.
 	announced map[uint64]announcement
 	// traffic holds, for each unreachable member and each voter whose metrics were read about
 	// it, the bytes that voter had received from it at the sample a silence is measured from.

@@ -35,6 +35,11 @@ func (r *LeaveReconciler) recordTransition(ctx context.Context, before, after *v
 			r.Events.Warning(ctx, after, c.Reason, "Leave", withErr(c))
 		}
 	}
+	if c := status.Get(after, v1alpha1.ConditionGuardSkipped); c != nil {
+		if b := status.Get(before, v1alpha1.ConditionGuardSkipped); b == nil || b.ObservedGeneration != c.ObservedGeneration {
+			r.Events.Warning(ctx, after, v1alpha1.ReasonForced, "Leave", c.Message)
+		}
+	}
 	if c := changed(before, after, v1alpha1.ConditionJoined); c != nil && (c.Reason == v1alpha1.ReasonNotFound || c.Reason == v1alpha1.ReasonEvicted) {
 		r.Events.Warning(ctx, after, c.Reason, "Observe", c.Message)
 	}

@@ -26,13 +26,18 @@ import (
 // removal would be refused, nor unless etcd itself confirms the member down (askPeers): the
 // leader's probes only say that the leader cannot reach it.
 func (r *LeaveReconciler) removeIfUnreachable(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, probes Probes, probed bool) (ctrl.Result, error) {
-	if r.RemoveUnreachableAfter <= 0 || !probed {
+	if r.RemoveUnreachableAfter <= 0 {
+		status.Remove(m, v1alpha1.ConditionUnreachableLeaveHeld)
+		return ctrl.Result{}, nil
+	}
+	if !probed {
 		return ctrl.Result{}, nil
 	}
 	c := status.Get(m, v1alpha1.ConditionHealthy)
 	unreachable := c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonUnreachable
 	down := r.timers.unreachableFor(target.ID, unreachable, r.now())
 	if !unreachable {
+		status.Remove(m, v1alpha1.ConditionUnreachableLeaveHeld)
 		return ctrl.Result{}, nil
 	}
 	if wait := r.RemoveUnreachableAfter - down; wait > 0 {
@@ -190,12 +195,20 @@ func (v peerView) holdBack(target etcd.Member, after time.Duration, leaderNode s
 // holdSampling is holdBack's reason while the leader's silence is being measured: not an Event.
 const holdSampling = "sampling"
 
-// announceHold logs a hold-back and writes its Event once per reason, outage (named by its
-// start) and leadership term; the re-checks after it log at V(1) only.
+// announceHold records a hold-back in UnreachableLeaveHeld and writes its Event once per reason
+// and outage (named by its start); the re-checks after it log at V(1) only. The condition says
+// what an earlier leader already wrote, and the timers what this one did when the reason
+// alternates.
 func (r *LeaveReconciler) announceHold(ctx context.Context, m *v1alpha1.EtcdMember, id uint64, outage, reason, msg string, view peerView) {
 	log := logf.FromContext(ctx).WithValues("memberID", m.Status.MemberID, "reason", reason,
 		"heardBy", names(view.heardBy), "unreadable", errorStrings(view.errs))
-	if !r.timers.announce(id, outage, reason) {
+	held := status.HasReason(m, v1alpha1.ConditionUnreachableLeaveHeld, reason)
+	if !held {
+		// The first message of a reason stays: its details move at every re-check, and a new
+		// message would be a status write each time.
+		status.Set(m, v1alpha1.ConditionUnreachableLeaveHeld, metav1.ConditionTrue, reason, msg)
+	}
+	if news := r.timers.announce(id, outage, reason); !news || held {
 		log.V(1).Info("Still not asking an unreachable member to leave")
 		return
 	}

@@ -45,11 +45,13 @@ var (
 		Help: "Learners the leader promoted to voters.",
 	})
 
-	// LearnerEvictions counts learners removed for not catching up within --learner-stall-timeout.
-	LearnerEvictions = prometheus.NewCounter(prometheus.CounterOpts{
+	// LearnerEvictions counts learners removed for not catching up within --learner-stall-timeout,
+	// by learner, so that an alert can name it. The leader creates each learner's series at 0 as
+	// soon as it lists the learner: a series born at 1 shows no increase() to Prometheus.
+	LearnerEvictions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcdmember_learner_evictions_total",
 		Help: "Learners removed because they had not caught up within --learner-stall-timeout.",
-	})
+	}, []string{"member", "member_id"})
 
 	// UnreachableLeaves counts leaves the controller asked for under --remove-unreachable-after.
 	UnreachableLeaves = prometheus.NewCounter(prometheus.CounterOpts{
@@ -90,6 +92,34 @@ var (
 		Help: "Leave requests the quorum guard refused, by reason (QuorumAtRisk, LastVoter), once per evaluation.",
 	}, []string{"reason"})
 
+	// FaultTolerance is how many more voters may fail before etcd loses its quorum: the healthy
+	// voters minus the quorum, from the leader's last probe round. No labels: a vector only so
+	// that a leader stepping down can drop it.
+	FaultTolerance = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdmember_fault_tolerance",
+		Help: "Healthy voters minus the quorum, as the leader last probed them: 0 means one more failure loses quorum, below 0 that it is lost.",
+	}, nil)
+
+	// LeavesPending counts the leave requests not yet complete (spec.leave set, Left not True).
+	LeavesPending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdmember_leave_requests_pending",
+		Help: "Leave requests not complete yet: spec.leave is true and the Left condition is not True.",
+	}, nil)
+
+	// LeavePending is the age of each pending leave request, with the reason it waits for; the
+	// oldest is their max.
+	LeavePending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdmember_leave_pending_seconds",
+		Help: "Seconds since the leader first recorded the pending leave request (its Left condition's lastTransitionTime), by the reason it is pending.",
+	}, []string{"member", "member_id", "reason"})
+
+	// Leader is 1 while this agent leads. Every agent exports it, so that "no agent leads" is an
+	// expression over present series rather than an absence.
+	Leader = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "etcdmember_leader",
+		Help: "1 while this agent is the leader (holds the leader Lease and runs the reconcile loop), else 0.",
+	})
+
 	// EtcdErrors counts failed etcd calls by method.
 	EtcdErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcdmember_etcd_errors_total",
@@ -100,5 +130,6 @@ var (
 func init() {
 	ctrlmetrics.Registry.MustRegister(EtcdMembers, Objects, MemberHealthy, MemberLearner,
 		MemberAlarm, MemberDBSize, LearnerPromotions, LearnerEvictions, UnreachableLeaves, FencedChanges,
-		LeaveRequests, LeaveDuration, GuardRefusals, EtcdErrors)
+		LeaveRequests, LeaveDuration, GuardRefusals, EtcdErrors, FaultTolerance, LeavesPending, LeavePending,
+		Leader)
 }

@@ -91,7 +91,8 @@ func Rejoin(m *v1alpha1.EtcdMember, member etcd.Member) string {
 	previous := m.Status.MemberID
 	Observe(m, member)
 	m.Status.ObservedGeneration = m.Generation
-	for _, c := range []string{v1alpha1.ConditionLeft, v1alpha1.ConditionPromoted, v1alpha1.ConditionHealthy, v1alpha1.ConditionRemovable} {
+	for _, c := range []string{v1alpha1.ConditionLeft, v1alpha1.ConditionPromoted, v1alpha1.ConditionHealthy, v1alpha1.ConditionRemovable, v1alpha1.ConditionGuardSkipped,
+		v1alpha1.ConditionUnreachableLeaveHeld} {
 		Remove(m, c)
 	}
 	m.Status.Health = nil

@@ -111,8 +111,16 @@ func TestFailedRemovalReportsEtcdError(t *testing.T) {
 	if !e.etcdMemberIDs()[target.ID()] {
 		t.Fatalf("member removed although etcd refused")
 	}
+	// Retried a few times before the cluster heals: ForcedLeave is still said once per request.
+	waitMetric(t, e.agents[e.leaderAgent()], `etcdmember_etcd_errors_total{method="MemberRemove"}`, func(v float64) bool { return v >= 3 })
 	dead.Start(t)
-	e.waitFor(target.Name, "Left=True/Removed", removedByUs)
+	obj = e.waitFor(target.Name, "Left=True/Removed", removedByUs)
+	if n := len(e.eventsOf(target.Name, v1alpha1.ReasonForced)); n != 1 {
+		t.Errorf("%d ForcedLeave Events for one request retried at least 3 times, want 1", n)
+	}
+	if c := condition(obj, v1alpha1.ConditionGuardSkipped); c == nil || c.Reason != v1alpha1.ReasonForced || c.ObservedGeneration != obj.Generation {
+		t.Errorf("GuardSkipped = %+v, want True/ForcedLeave for the request's generation %d", c, obj.Generation)
+	}
 }
 
 // TestTwoLeavesOnThreeMembers: membership changes are serialized and each is judged after the

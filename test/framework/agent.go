@@ -257,7 +257,12 @@ func (a *Agent) Running() bool { return a.proc.running() }
 // LogFile is the agent's log, kept across restarts.
 func (a *Agent) LogFile() string { return a.proc.logPath }
 
-// MetricsURL is the agent's Prometheus endpoint.
+// MetricsAddr is the host:port the agent serves its metrics on (over HTTPS when started with
+// --metrics-secure).
+func (a *Agent) MetricsAddr() string { return a.metrics }
+
+// MetricsURL is the agent's Prometheus endpoint over plain HTTP, as it serves it on loopback by
+// default.
 func (a *Agent) MetricsURL() string { return "http://" + a.metrics + "/metrics" }
 
 // HealthURL is the agent's endpoint for path (healthz or readyz).
