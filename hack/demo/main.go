@@ -41,13 +41,16 @@ func main() {
 	// The framework's API clients log through controller-runtime, which warns without a logger.
 	logf.SetLogger(logr.Discard())
 	l := newLab()
-	body := func() { demo(l) }
+	body, stop := func() { demo(l) }, context.CancelFunc(func() {})
 	if *keep {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		defer stop()
+		// Held until the cleanups are done: a second Ctrl-C while they run is ignored rather
+		// than cutting them short.
+		var ctx context.Context
+		ctx, stop = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		body = func() { keepRunning(ctx, l) }
 	}
 	err := l.run(body)
+	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
