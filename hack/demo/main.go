@@ -7,7 +7,7 @@
 // (--leave-on-node-delete). It cleans everything up.
 //
 // Run it with `make demo`, which builds the binaries first. `make lab` (demo -lab) starts the same
-// lab and keeps it running for a newcomer to type into, until Ctrl-C (lab.go).
+// lab and keeps it running for a newcomer to type into, until Ctrl-C (keep.go).
 package main
 
 import (

@@ -180,17 +180,6 @@ func readSecretName(t *testing.T) string {
 	return ""
 }
 
-func readStrict(t *testing.T, path string, into any) {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := yaml.UnmarshalStrict(raw, into); err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-}
-
 // TestRulesUnitTests runs config/prometheus/rules_test.yaml, and checks that it tests every alert
 // both firing and silent.
 func TestRulesUnitTests(t *testing.T) {
@@ -282,8 +271,13 @@ func runbookAnchors(t *testing.T) map[string]bool {
 	}
 	anchors := map[string]bool{}
 	drop := regexp.MustCompile(`[^a-z0-9 _-]`)
+	fenced := false
 	for line := range strings.Lines(string(raw)) {
-		if !strings.HasPrefix(line, "#") {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+		}
+		// A "#" in a code block is a shell comment, not a heading.
+		if fenced || !strings.HasPrefix(line, "#") {
 			continue
 		}
 		title := strings.ToLower(strings.TrimSpace(strings.TrimLeft(line, "#")))
@@ -292,13 +286,25 @@ func runbookAnchors(t *testing.T) map[string]bool {
 	return anchors
 }
 
+// readYAML decodes the file into what the test reads of it; readStrict also fails on any field
+// into does not have.
 func readYAML(t *testing.T, path string, into any) {
+	t.Helper()
+	decodeFile(t, path, func(raw []byte) error { return yaml.Unmarshal(raw, into) })
+}
+
+func readStrict(t *testing.T, path string, into any) {
+	t.Helper()
+	decodeFile(t, path, func(raw []byte) error { return yaml.UnmarshalStrict(raw, into) })
+}
+
+func decodeFile(t *testing.T, path string, decode func([]byte) error) {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := yaml.Unmarshal(raw, into); err != nil {
+	if err := decode(raw); err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
 }

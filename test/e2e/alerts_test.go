@@ -164,12 +164,17 @@ func (e *env) refusesScrapesWithoutTheRight(token string) {
 				e.t.Errorf("agent %s, scrape with %s: status %d, want %d: %v", name, tc.who, got, tc.want, err)
 			}
 		}
-		if code := plainScrape(e.t, "http://"+a.MetricsAddr()+"/metrics"); code == http.StatusOK {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		// An error is the answer hoped for: nothing speaks plain HTTP there.
+		if code, _ := scrape(ctx, "http://"+a.MetricsAddr()+"/metrics", ""); code == http.StatusOK {
 			e.t.Errorf("agent %s served its metrics over plain HTTP on its HTTPS address", name)
 		}
+		cancel()
 	}
 }
 
+// scrape GETs url with token as bearer token (none when empty), over HTTPS without verifying
+// the certificate, or over plain HTTP for an http URL, and returns the status code.
 func scrape(ctx context.Context, url, token string) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -186,23 +191,6 @@ func scrape(ctx context.Context, url, token string) (int, error) {
 	}
 	_ = resp.Body.Close()
 	return resp.StatusCode, nil
-}
-
-// plainScrape is a scrape over plain HTTP: its status code, or 0 when the connection failed.
-func plainScrape(t *testing.T, url string) int {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0
-	}
-	_ = resp.Body.Close()
-	return resp.StatusCode
 }
 
 func waitTargetsUp(t *testing.T, prom *framework.Prometheus, n int) {
@@ -264,12 +252,12 @@ func firing(t *testing.T, prom *framework.Prometheus) map[string]bool {
 func waitAlerts(t *testing.T, prom *framework.Prometheus, what string, ok func(map[string]bool) bool, since time.Time) time.Duration {
 	t.Helper()
 	var last map[string]bool
-	for time.Since(since) < alertBound {
-		if last = firing(t, prom); ok(last) {
-			return time.Since(since)
-		}
-		time.Sleep(pollEvery)
+	err := framework.Poll(alertBound-time.Since(since), pollEvery, func(context.Context) (bool, error) {
+		last = firing(t, prom)
+		return ok(last), nil
+	})
+	if err != nil {
+		t.Fatalf("%s: not within %s: %v; firing: %v", what, alertBound, err, last)
 	}
-	t.Fatalf("%s: not within %s; firing: %v", what, alertBound, last)
-	return 0
+	return time.Since(since)
 }
