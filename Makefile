@@ -191,5 +191,5 @@ clean: ## Remove bin/ (the next build of kube-apiserver takes about 10 minutes c
 
 # The bench build tag keeps these out of `make test`; BENCHMARKS.md says what each figure means.
 .PHONY: bench
-bench: build testbin ## Measure leave latency, failover, quiet cost, a 10-minute outage, resync, Node deletion and the leader's own member failing on the real test bed (~57 min); writes docs/BENCHMARKS.md.
+bench: build testbin ## Measure leave latency, failover, quiet cost, a 10-minute outage, resync, Node deletion, the leader's own member failing and etcd's leader removed under load on the real test bed (~64 min); writes docs/BENCHMARKS.md.
 	$(GO) test -tags bench -count=1 -timeout 80m -v -run '^TestBench$$' ./test/bench/

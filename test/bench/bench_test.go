@@ -4,8 +4,9 @@
 // against etcd's own MemberRemove, leader failover, what a quiet cluster costs, what a member
 // down for 10 minutes costs in status writes and Events, a full resync of many objects, the
 // plugin's list against kubectl get, etcd failing on the leading agent's own node against another
-// node, and the Node lifecycle: kubectl delete node against the plugin's leave, and what thousands
-// of Nodes cost the leading agent. `make bench` runs it, prints one table and writes
+// node, the removal of etcd's leader under a write load (the plugin's leave against a raw
+// MemberRemove), and the Node lifecycle: kubectl delete node against the plugin's leave, and what
+// thousands of Nodes cost the leading agent. `make bench` runs it, prints one table and writes
 // docs/BENCHMARKS.md.
 //
 // The build tag keeps it out of `make test`: it takes most of an hour and checks
@@ -25,10 +26,10 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/internal/agent"
 )
 
-// What one run measures, sized to keep `make bench` under 57 minutes on 2 cores (its timeout is
+// What one run measures, sized to keep `make bench` under 64 minutes on 2 cores (its timeout is
 // 80, for a loaded machine), the outage's fixed outageWindow (10 minutes), the nodes section
-// (about 13: nodeRounds, and two test beds of manyNodes with four quiet windows) and the ownnode
-// section (about 4: ownNodeRounds) included: each leave cycle (a leave, a raw MemberRemove and a
+// (about 13: nodeRounds, and two test beds of manyNodes with four quiet windows), the ownnode
+// section (about 4: ownNodeRounds) and the leader section (about 7: leaderLeaveCycles) included: each leave cycle (a leave, a raw MemberRemove and a
 // least-cost leave) costs about 35s, nearly all of it the three re-joins (a member that joins by
 // snapshot often publishes itself only after its first attempt times out, 7s).
 const (
@@ -103,7 +104,8 @@ func TestMain(m *testing.M) {
 // and leaves the file alone (BENCH_REPORT=<file> writes what it measured there instead); the
 // production section has parts of its own (quiet, failover, stall, detection, outage), so
 // `-run TestBench/production/failover` runs its failovers alone, and so has the nodes section
-// (delete, many); `-run TestBench/ownnode` runs the kills of etcd on the leading agent's node.
+// (delete, many); `-run TestBench/ownnode` runs the kills of etcd on the leading agent's node,
+// `-run TestBench/leader` the removals of etcd's leader under a write load.
 func TestBench(t *testing.T) {
 	rep := newReport(t)
 	sections := []struct {
@@ -113,6 +115,7 @@ func TestBench(t *testing.T) {
 		{"leave", benchLeave},
 		{"delayed", benchDelayed},
 		{"production", benchProduction},
+		{"leader", benchLeaderLeave},
 		{"ownnode", benchOwnNode},
 		{"scale", benchScale},
 		{"plugin", benchPluginFrozen},

@@ -64,6 +64,8 @@ type envOptions struct {
 	size int
 	// faultProxies puts the cluster's network paths behind fault proxies.
 	faultProxies bool
+	// tls serves the members' client and peer URLs with mutual TLS, as production clusters do.
+	tls bool
 	// separateStorage runs the apiserver on a one-member etcd of its own.
 	separateStorage bool
 	// audit has the apiserver write an audit log of auditPolicy.
@@ -77,7 +79,7 @@ type envOptions struct {
 
 func newEnvWith(t *testing.T, o envOptions, agentArgs ...string) *env {
 	t.Helper()
-	c := framework.NewCluster(t, framework.ClusterConfig{Size: o.size, FaultProxies: o.faultProxies})
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: o.size, FaultProxies: o.faultProxies, TLS: o.tls})
 	removableAt := time.Now().Add(reconfigGrace)
 	storage := c
 	if o.separateStorage {

@@ -60,6 +60,9 @@ type results struct {
 	// ownNode holds the kills of etcd on the leading agent's node and on another node
 	// (benchOwnNode), interleaved.
 	ownNode []ownNodeSample
+	// leaderLeave holds the removals of etcd's leader under a write load (benchLeaderLeave), the
+	// modes interleaved.
+	leaderLeave []leaderLeaveSample
 }
 
 // report is the results with what they were measured on.
@@ -92,7 +95,7 @@ func (r *report) finish(t *testing.T) {
 func (r *report) complete() bool {
 	return len(r.leaveGone) > 0 && len(r.delayedGone) > 0 && len(r.failover) == 2 && len(r.stall) > 0 && r.quiet != nil && len(r.resync) > 0 &&
 		len(r.detection) > 0 && r.outage != nil && len(r.pluginList) > 0 && len(r.frozenList) > 0 &&
-		len(r.nodeDelete) > 0 && r.manyNodes != nil && len(r.ownNode) > 0
+		len(r.nodeDelete) > 0 && r.manyNodes != nil && len(r.ownNode) > 0 && len(r.leaderLeave) > 0
 }
 
 // stats is a distribution by nearest rank.
@@ -174,6 +177,7 @@ func (r *report) rows() []row {
 				withGoal("max ≤ 10 s", st.max <= 10, "max "+num(st.max)+" s"))
 		}
 	}
+	rows = append(rows, r.leaderLeaveRows()...)
 	rows = append(rows, r.stallRows()...)
 	if len(r.detection) > 0 {
 		probe := agent.DefaultOptions().ProbeInterval
@@ -531,6 +535,7 @@ func (r *report) writeDetails(b *strings.Builder) {
 		fmt.Fprintf(b, "List with one member frozen, --timeout %s, each run (ms): %s.\n\n", r.frozenListTimeout, strings.Join(parts, ", "))
 	}
 	r.writeOwnNode(b)
+	r.writeLeaderLeave(b)
 	r.writeOutage(b)
 	r.writeQuiet(b)
 	r.writeNodes(b)

@@ -90,7 +90,7 @@ func (e *env) stallOnce() stallSample {
 	return s
 }
 
-// keepAgentLogs copies every agent's log so far, and the apiserver's audit log if it keeps one,
+// keepAgentLogs copies every agent's and every member's log so far, and the apiserver's audit log if it keeps one,
 // out of the test's temporary directory, which is removed at the end, and says where.
 func (e *env) keepAgentLogs(what string) {
 	e.t.Helper()
@@ -102,6 +102,10 @@ func (e *env) keepAgentLogs(what string) {
 	logs := map[string]string{}
 	for name, a := range e.agents {
 		logs[name+".log"] = a.LogFile()
+	}
+	// etcd's own side of what the agents did: elections, leadership transfers, removals.
+	for _, m := range e.cluster.Members() {
+		logs["etcd-"+m.Name+".log"] = m.LogFile()
 	}
 	if e.auditLog != "" {
 		logs["audit.log"] = e.auditLog
@@ -115,5 +119,5 @@ func (e *env) keepAgentLogs(what string) {
 			e.t.Errorf("keeping %s: %v", name, err)
 		}
 	}
-	e.t.Logf("%s: the agents' logs are kept in %s", what, dir)
+	e.t.Logf("%s: the agents' and members' logs are kept in %s", what, dir)
 }

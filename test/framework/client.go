@@ -49,11 +49,11 @@ func tlsConfig(caPEM []byte, clientCert *keyPair) (*tls.Config, error) {
 // newClient returns an etcd client for endpoints; tlsCfg is nil for plain
 // http. The client logs nothing: members are killed on purpose and the
 // resulting warnings would bury the test output.
-func newClient(endpoints []string, tlsCfg *tls.Config) (*clientv3.Client, error) {
+func newClient(endpoints []string, tlsCfg *tls.Config, dialOpts ...grpc.DialOption) (*clientv3.Client, error) {
 	cfg := clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: dialTimeout,
-		DialOptions: []grpc.DialOption{reconnect},
+		DialOptions: append([]grpc.DialOption{reconnect}, dialOpts...),
 		Logger:      zap.NewNop(),
 	}
 	if tlsCfg != nil {
@@ -67,12 +67,12 @@ func newClient(endpoints []string, tlsCfg *tls.Config) (*clientv3.Client, error)
 }
 
 // testClient is newClient closed at t's cleanup.
-func testClient(t TB, endpoints []string, tlsCfg *tls.Config) *clientv3.Client {
+func testClient(t TB, endpoints []string, tlsCfg *tls.Config, dialOpts ...grpc.DialOption) *clientv3.Client {
 	t.Helper()
 	if len(endpoints) == 0 {
 		t.Fatalf("no etcd endpoint is running")
 	}
-	cli, err := newClient(endpoints, tlsCfg)
+	cli, err := newClient(endpoints, tlsCfg, dialOpts...)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}

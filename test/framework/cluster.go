@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -174,6 +175,19 @@ func (c *Cluster) endpoints(url func(*Member) string) []string {
 func (c *Cluster) Client(t TB) *clientv3.Client {
 	t.Helper()
 	return testClient(t, c.Endpoints(), c.tlsCfg)
+}
+
+// ClientOf returns a client over the client URLs of the members given only, balancing between
+// them as a client with several endpoints does, with TLS configured when the cluster has it and
+// dialOpts added to the framework's own, such as an interceptor that notes which member served
+// each call. It is closed at t's cleanup, or earlier by the caller.
+func (c *Cluster) ClientOf(t TB, members []*Member, dialOpts ...grpc.DialOption) *clientv3.Client {
+	t.Helper()
+	urls := make([]string, len(members))
+	for i, m := range members {
+		urls[i] = m.ClientURL()
+	}
+	return testClient(t, urls, c.tlsCfg, dialOpts...)
 }
 
 // TLS returns the client certificate files, or nil for a plain cluster.
