@@ -518,10 +518,10 @@ What a request in flight on the member removed waits for: the member applies its
 (after the leader, when leadership was moved first), its peers then refuse its connections, and
 it stops within milliseconds; a request it was serving ends with "raft: stopped" or a closed
 connection, and one it received while it handed leadership over with "raft proposal dropped": a
-failed write rather than a wait (the table above has their longest time). etcd's client does not retry a Put that reached a
-member, so the writer on every member sees failed writes (its rows above) that the writer on the
-members that stay does not, and its next write goes to a member that stays. There is no
-wait for the agent to shorten; an apiserver should have the member's URL removed from its
---etcd-servers when the node goes.
+failed write rather than a wait (the table above has their longest time). etcd's client does not
+retry a Put that reached a member, so the writer on every member sees failed writes (its rows
+above) that the writer on the members that stay does not, and its next write goes to a member
+that stays. There is no wait for the agent to shorten; an apiserver should have the member's URL
+removed from its --etcd-servers when the node goes.
 
 `

@@ -268,16 +268,25 @@ func (e *env) leaderAgent() string {
 // agentLogsContain tells whether any agent's log has the text.
 func (e *env) agentLogsContain(text string) bool {
 	e.t.Helper()
-	for _, a := range e.agents {
+	name, err := e.agentWhoseLogHas(text)
+	if err != nil {
+		e.t.Fatalf("agent log: %v", err)
+	}
+	return name != ""
+}
+
+// agentWhoseLogHas returns the name of an agent whose log has the text, or "" if none has.
+func (e *env) agentWhoseLogHas(text string) (string, error) {
+	for name, a := range e.agents {
 		data, err := os.ReadFile(a.LogFile())
 		if err != nil {
-			e.t.Fatalf("agent log: %v", err)
+			return "", fmt.Errorf("reading %s: %w", a.LogFile(), err)
 		}
 		if strings.Contains(string(data), text) {
-			return true
+			return name, nil
 		}
 	}
-	return false
+	return "", nil
 }
 
 // events returns the Events in kube-system about the named EtcdMember.

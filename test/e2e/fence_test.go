@@ -33,15 +33,17 @@ func TestFrozenLeaderChangesNothing(t *testing.T) {
 	for _, a := range e.agents {
 		a.Start(t)
 	}
-	old := e.leaderAgent()
 	target := e.notLeading(1)[0]
 	e.waitFor(target.Name, "Removable=True", func(m *v1alpha1.EtcdMember) bool {
 		return hasCondition(m, v1alpha1.ConditionRemovable, "True", v1alpha1.ReasonQuorumKept)
 	})
 
 	e.leave(target.Name)
+	// The agent that reached the removal is the one to freeze: the Lease may have changed hands
+	// since the agents started (a renewal late on a loaded machine), so it is found by its log,
+	// not by the Lease read before the leave.
+	old := e.agentLogging(failpoint.BlockingMarker, settle)
 	leader := e.agents[old]
-	waitLog(t, leader.LogFile(), failpoint.BlockingMarker, settle)
 	leader.Pause(t)
 	frozen := time.Now()
 	// Cancelled at once, so the next leader never sees the request.
@@ -70,6 +72,21 @@ func TestFrozenLeaderChangesNothing(t *testing.T) {
 	waitLog(t, leader.LogFile(), "Membership change given up", settle)
 	// Its term ended on the lost Lease, which it says as such, not as an error with a stack trace.
 	waitLog(t, leader.LogFile(), "Leadership term ended: the leader Lease was not renewed in time", settle)
+}
+
+// agentLogging waits until one agent's log has the text and returns that agent's name.
+func (e *env) agentLogging(text string, timeout time.Duration) string {
+	e.t.Helper()
+	var found string
+	err := framework.Poll(timeout, retryEvery, func(context.Context) (bool, error) {
+		var err error
+		found, err = e.agentWhoseLogHas(text)
+		return found != "", err
+	})
+	if err != nil {
+		e.t.Fatalf("no agent's log says %q after %s: %v", text, timeout, err)
+	}
+	return found
 }
 
 // waitLog waits until the log file has the text.
