@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
@@ -165,11 +166,19 @@ func (s leaderLeaveSample) failed(w writerKind) int {
 func (s leaderLeaveSample) unanswered(w writerKind) int {
 	n := 0
 	for _, wr := range s.writes[w] {
-		if errors.Is(wr.err, context.DeadlineExceeded) {
+		if deadlineEnded(wr.err) {
 			n++
 		}
 	}
 	return n
+}
+
+// deadlineEnded tells whether a write ended with its own deadline, seen on either side: the
+// client's context ran out, or the member, which gets the deadline with the gRPC call, saw it run
+// out first and answered that the request timed out.
+func deadlineEnded(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rpctypes.ErrTimeout) ||
+		errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) || errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost)
 }
 
 // ending names how a failed write ended, without the addresses and ports that differ each time.
@@ -178,6 +187,8 @@ func ending(err error) string {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return "its deadline"
+	case deadlineEnded(err):
+		return "its deadline, seen by the member (" + strconv.Quote(msg) + ")"
 	case strings.Contains(msg, "raft: stopped"):
 		return `"raft: stopped"`
 	case strings.Contains(msg, "raft proposal dropped"):
@@ -499,10 +510,11 @@ be applied. While a leader hands leadership over it drops every proposal it rece
 "transfer leadership to … is in progress; dropping proposal"), and a member that has just lost
 its leader drops them too; raft tells the member that forwarded it nothing (etcd-io/etcd#8975:
 only proposals dropped on the member itself fail at once, with "raft proposal dropped"). The
-waiting request ends only with the client's deadline, or etcd's own request timeout (5 s plus
-two election timeouts) for a client without one. In etcd's debug log of such a removal, the Put
-arrived on a follower 1.7 ms after the leader began the transfer, the leader logged the drop
-1.6 ms later, and the Put ended 5.0 s after it was sent.
+waiting request ends only with the client's deadline (the member gets it with the call and, when
+it sees it run out first, answers "etcdserver: request timed out"), or etcd's own request timeout
+(5 s plus two election timeouts) for a client without one. In etcd's debug log of such a
+removal, the Put arrived on a follower 1.7 ms after the leader began the transfer, the leader
+logged the drop 1.6 ms later, and the Put ended 5.0 s after it was sent.
 
 Every change of etcd's leader has that window, a few milliseconds long; the removal of a leader
 cannot avoid a change of leader. A raw MemberRemove of the leader adds an election (the leader

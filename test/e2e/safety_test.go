@@ -58,9 +58,50 @@ func TestQuorumGuardRefusesThenAllows(t *testing.T) {
 	if !e.etcdMemberIDs()[target.ID()] {
 		t.Fatalf("refused member was removed")
 	}
+	// A new term, which remembers nothing of the last, refuses again without saying it again.
+	e.restartLeaderUntil(`etcdmember_guard_refusals_total{reason="QuorumAtRisk"}`, 2)
+	if n := len(e.eventsOf(target.Name, v1alpha1.ReasonQuorumAtRisk)); n != 1 {
+		t.Errorf("%d QuorumAtRisk Events for one refusal re-checked across a leader change, want 1", n)
+	}
 
 	dead.Start(t)
 	e.waitFor(target.Name, "Left=True/Removed", removedByUs)
+}
+
+// restartLeaderUntil restarts the leading agent, so that a term with none of the last one's memory
+// takes over, and waits until one agent's counter series has grown by n since: the new term has
+// evaluated the request again.
+func (e *env) restartLeaderUntil(series string, n float64) {
+	e.t.Helper()
+	e.agents[e.leaderAgent()].Restart(e.t)
+	before := e.seriesByAgent(series)
+	var last map[string]float64
+	err := framework.Poll(settle, pollEvery, func(context.Context) (bool, error) {
+		last = e.seriesByAgent(series)
+		for name, v := range last {
+			if v >= before[name]+n {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		e.t.Fatalf("after the leading agent's restart no agent's %s grew by %g: from %v to %v", series, n, before, last)
+	}
+}
+
+// seriesByAgent reads one series from every running agent's /metrics; an agent without it has 0.
+func (e *env) seriesByAgent(series string) map[string]float64 {
+	e.t.Helper()
+	out := map[string]float64{}
+	for name, a := range e.agents {
+		if !a.Running() {
+			continue
+		}
+		_, body := httpGet(e.t, a.MetricsURL())
+		out[name], _ = seriesValue(body, series)
+	}
+	return out
 }
 
 // TestAgentRestartKeepsPendingLeave: k0s issue 8141. An agent restarted while a leave of its own
@@ -111,12 +152,15 @@ func TestFailedRemovalReportsEtcdError(t *testing.T) {
 	if !e.etcdMemberIDs()[target.ID()] {
 		t.Fatalf("member removed although etcd refused")
 	}
-	// Retried a few times before the cluster heals: ForcedLeave is still said once per request.
-	waitMetric(t, e.agents[e.leaderAgent()], `etcdmember_etcd_errors_total{method="MemberRemove"}`, func(v float64) bool { return v >= 3 })
+	// Retried a few times, then by a new term with none of the last one's memory, before the
+	// cluster heals: ForcedLeave is still said once per request.
+	const removeErrors = `etcdmember_etcd_errors_total{method="MemberRemove"}`
+	waitMetric(t, e.agents[e.leaderAgent()], removeErrors, func(v float64) bool { return v >= 3 })
+	e.restartLeaderUntil(removeErrors, 2)
 	dead.Start(t)
 	obj = e.waitFor(target.Name, "Left=True/Removed", removedByUs)
 	if n := len(e.eventsOf(target.Name, v1alpha1.ReasonForced)); n != 1 {
-		t.Errorf("%d ForcedLeave Events for one request retried at least 3 times, want 1", n)
+		t.Errorf("%d ForcedLeave Events for one request retried at least 3 times and again after a leader change, want 1", n)
 	}
 	if c := condition(obj, v1alpha1.ConditionGuardSkipped); c == nil || c.Reason != v1alpha1.ReasonForced || c.ObservedGeneration != obj.Generation {
 		t.Errorf("GuardSkipped = %+v, want True/ForcedLeave for the request's generation %d", c, obj.Generation)
