@@ -26,22 +26,18 @@ func (l *leadership) handOver(memberID uint64) bool {
 	if !l.opts.LeaderElect {
 		return false
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	s := &l.state
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	now := time.Now()
 	l.markTermStartLocked(now)
-	if l.noTakerFor == memberID && l.noTakerCount > 0 && now.Sub(l.termStart) < l.handOverRetryLocked() {
+	if s.noTakerFor == memberID && s.noTakerCount > 0 && now.Sub(s.start) < l.handOverRetryLocked() {
 		return false
 	}
-	l.steppedDown = true
-	// The reconcile that asks holds changeLock until its status (HandingOver) is written; ending
-	// the term before that would cancel the write, so the term ends once the lock is free.
-	stepDown := l.stepDown
-	go func() {
-		l.changeLock.Lock()
-		defer l.changeLock.Unlock()
-		stepDown()
-	}()
+	s.steppedDown = true
+	// The reconcile that asks holds changeLock until its status (HandingOver) is written, and
+	// endTerm waits for it: hence in the background.
+	go l.endTerm(s.ctx, whetherLeadingOrNot)
 	return true
 }
 
@@ -50,13 +46,13 @@ func (l *leadership) handOver(memberID uint64) bool {
 // capped at --hand-over-retry. With no failure yet (or without leader election, where every
 // hand-over fails) it is the cap.
 func (l *leadership) handOverRetry() time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	l.state.mu.Lock()
+	defer l.state.mu.Unlock()
 	return l.handOverRetryLocked()
 }
 
 func (l *leadership) handOverRetryLocked() time.Duration {
-	return handOverBackoff(l.noTakerCount, l.opts.HandOverRetry)
+	return handOverBackoff(l.state.noTakerCount, l.opts.HandOverRetry)
 }
 
 // handOverBackoff is handOverFirstRetry doubled failures-1 times, capped; the cap for 0 failures.
@@ -72,20 +68,21 @@ func handOverBackoff(failures int, limit time.Duration) time.Duration {
 }
 
 func (l *leadership) recordNoTaker(sawOther bool) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	s := &l.state
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	id := l.registrar.LocalMemberID()
 	// Another agent led meanwhile, so the count of failures in a row starts again.
-	if sawOther || l.noTakerFor != id {
-		l.noTakerCount = 0
+	if sawOther || s.noTakerFor != id {
+		s.noTakerCount = 0
 	}
-	l.noTakerFor = id
-	l.noTakerCount++
-	return l.noTakerCount
+	s.noTakerFor = id
+	s.noTakerCount++
+	return s.noTakerCount
 }
 
 func (l *leadership) resetNoTaker() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.noTakerFor, l.noTakerCount = 0, 0
+	l.state.mu.Lock()
+	defer l.state.mu.Unlock()
+	l.state.noTakerFor, l.state.noTakerCount = 0, 0
 }

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -31,11 +32,8 @@ func TestHandOverBackoff(t *testing.T) {
 // counts its calls.
 func newTestLeadership(termStart time.Time) (*leadership, *int) {
 	stepDowns := 0
-	l := &leadership{
-		opts:      Options{LeaderElect: true, HandOverRetry: 30 * time.Second},
-		termStart: termStart,
-		stepDown:  func() { stepDowns++ },
-	}
+	l := &leadership{opts: Options{LeaderElect: true, HandOverRetry: 30 * time.Second}}
+	l.state.ctx, l.state.end, l.state.start = context.Background(), func() { stepDowns++ }, termStart
 	return l, &stepDowns
 }
 
@@ -48,20 +46,20 @@ func TestHandOver(t *testing.T) {
 			t.Fatal("refused")
 		}
 		waitFor(t, func() bool { l.changeLock.Lock(); defer l.changeLock.Unlock(); return *stepDowns == 1 })
-		if !l.steppedDown {
+		if !l.state.steppedDown {
 			t.Error("the next holdOff must know the term stepped down")
 		}
 	})
 	t.Run("after nobody took the Lease, the term leads for the back-off", func(t *testing.T) {
 		l, stepDowns := newTestLeadership(time.Now().Add(-2 * time.Second))
-		l.noTakerFor, l.noTakerCount = member, 1
+		l.state.noTakerFor, l.state.noTakerCount = member, 1
 		if l.handOver(member) {
 			t.Fatal("stepped down 2s into a term, under the first back-off of 3s")
 		}
 		if got := l.handOverRetry(); got != handOverFirstRetry {
 			t.Errorf("retry %s, want %s", got, handOverFirstRetry)
 		}
-		l.termStart = time.Now().Add(-handOverFirstRetry)
+		l.state.start = time.Now().Add(-handOverFirstRetry)
 		if !l.handOver(member) {
 			t.Fatal("refused once the back-off had passed")
 		}
@@ -69,7 +67,7 @@ func TestHandOver(t *testing.T) {
 	})
 	t.Run("the back-off doubles", func(t *testing.T) {
 		l, _ := newTestLeadership(time.Now().Add(-5 * time.Second))
-		l.noTakerFor, l.noTakerCount = member, 2
+		l.state.noTakerFor, l.state.noTakerCount = member, 2
 		if l.handOver(member) {
 			t.Fatal("stepped down 5s into a term, under the second back-off of 6s")
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
 // holdOff returns when this agent may campaign: at once, unless its own member has a pending
@@ -29,10 +30,10 @@ import (
 // an agent that just stepped down cannot win its Lease straight back while others are slow.
 func (l *leadership) holdOff(ctx context.Context) (deliberate bool) {
 	log := logf.FromContext(ctx)
-	l.mu.Lock()
-	steppedDown := l.steppedDown
-	l.steppedDown = false
-	l.mu.Unlock()
+	l.state.mu.Lock()
+	steppedDown := l.state.steppedDown
+	l.state.steppedDown = false
+	l.state.mu.Unlock()
 	// Right after a hand-over the leave is certainly pending: the term's controller just acted on
 	// it, whatever this agent's own cache shows yet. Later checks trust the cache once it synced.
 	if !steppedDown && !l.stayOut(ctx, steppedDown) {
@@ -81,7 +82,7 @@ func (l *leadership) stayOut(ctx context.Context, steppedDown bool) bool {
 // observeLease reads the leader Lease once into free. A failed read forgets what was seen: only
 // an unbroken run of answers shows that nobody renewed the Lease meanwhile.
 func (l *leadership) observeLease(ctx context.Context, free *leaseVacancy) {
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	ctx, cancel := context.WithTimeout(ctx, status.APITimeout)
 	defer cancel()
 	lease := &coordinationv1.Lease{}
 	err := l.registrar.Reader.Get(ctx, types.NamespacedName{Namespace: l.opts.LeaderElectionNamespace, Name: v1alpha1.LeaseName}, lease)
@@ -106,28 +107,12 @@ func (l *leadership) withdrawOnOwnLeave(ctx context.Context) {
 			return
 		case <-l.own.changed:
 		}
-		if pending, _ := l.own.pending(ctx); pending && l.withdraw(ctx) {
+		if pending, _ := l.own.pending(ctx); pending && l.endTerm(ctx, onlyWhileCampaigning) {
 			logf.FromContext(ctx).Info("Own member has a pending leave; withdrawing from the election",
 				"memberID", etcd.IDString(l.registrar.LocalMemberID()))
 			return
 		}
 	}
-}
-
-// withdraw ends the term of termCtx if it is still the current one and does not lead yet. It
-// holds changeLock like a hand-over does, so a term that won an instant ago is never cut off in
-// the middle of a change.
-func (l *leadership) withdraw(termCtx context.Context) bool {
-	l.changeLock.Lock()
-	defer l.changeLock.Unlock()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	// A term's context ends before the next term's stepDown is set, under mu.
-	if termCtx.Err() != nil || !l.termStart.IsZero() {
-		return false
-	}
-	l.stepDown()
-	return true
 }
 
 // leaseVacancy follows the leader Lease from outside the election the way client-go's candidates

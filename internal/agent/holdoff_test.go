@@ -76,14 +76,14 @@ func TestWithdraw(t *testing.T) {
 	cancel()
 
 	l, stepDowns := newTestLeadership(time.Time{})
-	if l.withdraw(ended) {
+	if l.endTerm(ended, onlyWhileCampaigning) {
 		t.Error("a finished term's watcher withdrew the next term")
 	}
-	if !l.withdraw(live) || *stepDowns != 1 {
+	if !l.endTerm(live, onlyWhileCampaigning) || *stepDowns != 1 {
 		t.Errorf("a campaigning term was not withdrawn (stepDowns %d)", *stepDowns)
 	}
 	l, stepDowns = newTestLeadership(time.Now())
-	if l.withdraw(live) || *stepDowns != 0 {
+	if l.endTerm(live, onlyWhileCampaigning) || *stepDowns != 0 {
 		t.Error("a leading term was withdrawn; its controller must hand over instead")
 	}
 }

@@ -38,6 +38,7 @@ type localGuard struct{ l *leadership }
 func (g localGuard) NeedLeaderElection() bool { return true }
 
 func (g localGuard) Start(ctx context.Context) error {
+	termCtx := g.l.currentTerm()
 	limit := localUnusableAfter * g.l.opts.SyncInterval
 	var since time.Time
 	unusableTooLong := func(context.Context) (bool, error) {
@@ -55,12 +56,6 @@ func (g localGuard) Start(ctx context.Context) error {
 		return nil
 	}
 	logf.FromContext(ctx).Info("Local etcd member unusable; stepping down so that an agent with a working member leads", "for", time.Since(since).Round(time.Second))
-	g.l.mu.Lock()
-	stepDown := g.l.stepDown
-	g.l.mu.Unlock()
-	// Like a hand-over: never in the middle of a change.
-	g.l.changeLock.Lock()
-	stepDown()
-	g.l.changeLock.Unlock()
+	g.l.endTerm(termCtx, whetherLeadingOrNot)
 	return nil
 }

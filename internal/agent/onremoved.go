@@ -142,7 +142,7 @@ func (r *Registrar) markRan(ctx context.Context, obj *v1alpha1.EtcdMember, id st
 		obj.Annotations = map[string]string{}
 	}
 	obj.Annotations[v1alpha1.AnnotationOnRemovedRan] = id
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	ctx, cancel := context.WithTimeout(ctx, status.APITimeout)
 	defer cancel()
 	if err := r.Client.Update(ctx, obj); err != nil {
 		return fmt.Errorf("recording on EtcdMember %s that the on-removed command runs: %w", obj.Name, err)

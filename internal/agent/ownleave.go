@@ -17,6 +17,7 @@ import (
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
 // ownLeave tells whether the local member has a pending leave, from a cache of the EtcdMember
@@ -73,7 +74,7 @@ func (o *ownLeave) pending(ctx context.Context) (pending, known bool) {
 	if id == 0 || !o.synced() {
 		return false, false
 	}
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	ctx, cancel := context.WithTimeout(ctx, status.APITimeout)
 	defer cancel()
 	var list v1alpha1.EtcdMemberList
 	if err := o.cache.List(ctx, &list); err != nil {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
-	"github.com/etcdmember/kubectl-etcdmember/internal/peerurl"
 )
 
 // advertisement is what a sync writes to status.advertisedPeerURLs, from which the leading agent
@@ -54,7 +53,7 @@ func (r *Registrar) advertise(ctx context.Context, view localView) advertisement
 func (r *Registrar) checkPeerURLs(ctx context.Context, view localView) []*etcd.PeerURLError {
 	var problems []*etcd.PeerURLError
 	for _, u := range r.PeerURLs {
-		if owner, taken := peerURLOwner(u, view.self.ID, view.members); taken {
+		if owner, taken := etcd.PeerURLHolder(view.members, view.self.ID, []string{u}); taken {
 			problems = append(problems, &etcd.PeerURLError{URL: u,
 				Problem: fmt.Sprintf("is the peer URL of member %s (%s) in etcd's member list", etcd.IDString(owner.ID), owner.Name)})
 			continue
@@ -70,23 +69,6 @@ func (r *Registrar) checkPeerURLs(ctx context.Context, view localView) []*etcd.P
 		}
 	}
 	return problems
-}
-
-// peerURLOwner returns the other member whose recorded peer URLs include u, a normalized URL.
-// The local etcd answering there would prove nothing: the other member answers for the same
-// cluster.
-func peerURLOwner(u string, self uint64, members []etcd.Member) (etcd.Member, bool) {
-	for _, m := range members {
-		if m.ID == self {
-			continue
-		}
-		for _, recorded := range m.PeerURLs {
-			if n, err := peerurl.Normalize(recorded); err == nil && n == u {
-				return m, true
-			}
-		}
-	}
-	return etcd.Member{}, false
 }
 
 // unverifiedNote is the Warning's note. It names each URL with its problem but not the error

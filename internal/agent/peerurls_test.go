@@ -25,29 +25,6 @@ func TestValidateAdvertisePeerURLs(t *testing.T) {
 	}
 }
 
-func TestPeerURLOwner(t *testing.T) {
-	members := []etcd.Member{
-		{ID: 1, Name: "node-1", PeerURLs: []string{"http://10.0.0.1:2380"}},
-		{ID: 2, Name: "node-2", PeerURLs: []string{"HTTP://[2001:DB8::0:2]:02380"}},
-	}
-	cases := []struct {
-		url   string
-		self  uint64
-		owner uint64 // 0: none
-	}{
-		{"http://10.0.0.1:2380", 2, 1},
-		{"http://10.0.0.1:2380", 1, 0}, // its own record
-		{"http://[2001:db8::2]:2380", 1, 2},
-		{"http://10.0.0.3:2380", 1, 0},
-	}
-	for _, tc := range cases {
-		m, taken := peerURLOwner(tc.url, tc.self, members)
-		if taken != (tc.owner != 0) || m.ID != tc.owner {
-			t.Errorf("peerURLOwner(%s, self %d) = %d, %v; want %d", tc.url, tc.self, m.ID, taken, tc.owner)
-		}
-	}
-}
-
 // TestUnverifiedNoteIsStable: the note names URL and problem, not the error behind it, so the
 // same cause gives the same note, and so one Event.
 func TestUnverifiedNoteIsStable(t *testing.T) {

@@ -23,8 +23,6 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
-const apiTimeout = 10 * time.Second
-
 // notMemberError means the local etcd answers, as member id, but is not in the cluster's member
 // list: it was removed and has not shut down yet, or it is not part of this cluster at all.
 type notMemberError struct{ id uint64 }
@@ -186,7 +184,7 @@ func (r *Registrar) sync(ctx context.Context) error {
 	}
 	if localID := etcd.IDString(self.ID); obj.Status.MemberID != "" && obj.Status.MemberID != localID {
 		err = r.takeOver(ctx, obj, self, adv)
-		if errors.Is(err, errNameTaken) {
+		if errors.Is(err, status.ErrNameTaken) {
 			if pinned, ok := pinnedBy(obj, r.Name); ok {
 				changed := identityError{object: obj.Name, endpoint: r.Endpoint, pinned: pinned, answered: self.ID}
 				r.warnIdentity(ctx, obj, changed)
@@ -282,7 +280,7 @@ func (r *Registrar) localMember(ctx context.Context) (localView, error) {
 }
 
 func (r *Registrar) get(ctx context.Context, name string, obj *v1alpha1.EtcdMember) error {
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	ctx, cancel := context.WithTimeout(ctx, status.APITimeout)
 	defer cancel()
 	return r.Reader.Get(ctx, types.NamespacedName{Name: name}, obj)
 }
@@ -307,7 +305,7 @@ func (r *Registrar) getOrCreate(ctx context.Context, objName string, self etcd.M
 // findByMemberID returns the object that records the member, or nil. It lists every object, so
 // it is only used when the object by name is missing or belongs to another member.
 func (r *Registrar) findByMemberID(ctx context.Context, id uint64) (*v1alpha1.EtcdMember, error) {
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	ctx, cancel := context.WithTimeout(ctx, status.APITimeout)
 	defer cancel()
 	var list v1alpha1.EtcdMemberList
 	if err := r.Reader.List(ctx, &list); err != nil {
@@ -334,7 +332,7 @@ func (r *Registrar) adopt(ctx context.Context, self etcd.Member, adv advertiseme
 func (r *Registrar) create(ctx context.Context, objName string, self etcd.Member) (*v1alpha1.EtcdMember, error) {
 	obj := &v1alpha1.EtcdMember{ObjectMeta: metav1.ObjectMeta{Name: objName}}
 	logf.FromContext(ctx).Info("Registering local member", "object", objName, "memberID", etcd.IDString(self.ID))
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	ctx, cancel := context.WithTimeout(ctx, status.APITimeout)
 	defer cancel()
 	if err := r.Client.Create(ctx, obj); err != nil {
 		return nil, fmt.Errorf("creating EtcdMember %s: %w", objName, err)
@@ -388,47 +386,22 @@ func (r *Registrar) publish(obj *v1alpha1.EtcdMember, adv advertisement) {
 	obj.Status.NodeName = r.NodeName
 }
 
-// takeOver adopts an object that records another member ID. That is only right when the recorded
-// member is gone from etcd: the node was wiped and re-added under the same name, so the earlier
-// leave (if any) is complete and is cleared. If the recorded member is still in etcd, two live
-// members share a name and the object stays with the one it has.
+// takeOver adopts an object that records another member ID, with the agent's own status fields.
 func (r *Registrar) takeOver(ctx context.Context, obj *v1alpha1.EtcdMember, self etcd.Member, adv advertisement) error {
 	members, err := r.Etcd.MemberList(ctx)
 	if err != nil {
 		return err
 	}
-	previous := obj.Status.MemberID
-	// An ID that does not parse names no member in etcd.
-	if id, err := etcd.ParseID(previous); err == nil {
-		if _, ok := etcd.FindMember(members, id); ok {
-			return fmt.Errorf("EtcdMember %s records member %s, which is still in etcd; the local member %s has the same name: %w",
-				obj.Name, previous, etcd.IDString(self.ID), errNameTaken)
-		}
-	}
-	log := logf.FromContext(ctx)
-	if status.ClearLeave(obj) {
-		log.Info("Clearing the completed leave of the earlier member", "object", obj.Name, "previousMemberID", previous)
-		uctx, cancel := context.WithTimeout(ctx, apiTimeout)
-		defer cancel()
-		if err := r.Client.Update(uctx, obj); err != nil {
-			return fmt.Errorf("clearing spec.leave of %s: %w", obj.Name, err)
-		}
-	}
-	log.Info("Re-joined under an existing name", "object", obj.Name, "memberID", etcd.IDString(self.ID), "previousMemberID", previous)
-	msg := status.Rejoin(obj, self)
-	r.publish(obj, adv)
-	if err := r.writeStatus(ctx, obj); err != nil {
+	msg, err := status.TakeOver(ctx, r.Client, r.Reader, obj, self, members, func(o *v1alpha1.EtcdMember) { r.publish(o, adv) })
+	if err != nil || msg == "" {
 		return err
 	}
 	r.Events.Normal(ctx, obj, v1alpha1.ReasonRejoined, "Register", msg)
 	return nil
 }
 
-// errNameTaken marks the case where two live members share one name.
-var errNameTaken = errors.New("two etcd members share one name")
-
 func (r *Registrar) writeStatus(ctx context.Context, obj *v1alpha1.EtcdMember) error {
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	ctx, cancel := context.WithTimeout(ctx, status.APITimeout)
 	defer cancel()
 	if err := r.Client.Status().Update(ctx, obj); err != nil {
 		return fmt.Errorf("writing status of %s: %w", obj.Name, err)

@@ -73,7 +73,7 @@ func (r *leaseReleases) drain() {
 
 // campaignAgainOnRelease ends the term of ctx, while it is still campaigning, as soon as the
 // Lease is released, so that the next term tries for it at once instead of at its next retry.
-// withdraw never ends a term that leads, nor one in the middle of a change.
+// It never ends a term that leads, nor one in the middle of a change.
 func (l *leadership) campaignAgainOnRelease(ctx context.Context) {
 	for {
 		select {
@@ -81,7 +81,7 @@ func (l *leadership) campaignAgainOnRelease(ctx context.Context) {
 			return
 		case <-l.releases.released:
 		}
-		if l.withdraw(ctx) {
+		if l.endTerm(ctx, onlyWhileCampaigning) {
 			logf.FromContext(ctx).Info("The leader Lease was released; campaigning again at once")
 			return
 		}

@@ -7,6 +7,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -31,6 +32,7 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 	"github.com/etcdmember/kubectl-etcdmember/internal/events"
 	"github.com/etcdmember/kubectl-etcdmember/internal/metrics"
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
 // leadership runs the leave controller in leadership terms. Each term is a fresh manager that
@@ -63,16 +65,7 @@ type leadership struct {
 	// mapper serves every term's manager.
 	mapper meta.RESTMapper
 
-	mu        sync.Mutex
-	termStart time.Time
-	stepDown  context.CancelFunc
-	// steppedDown: the last term ended in a hand-over. The next holdOff stays out even before
-	// its cache shows the leave that the term's controller acted on.
-	steppedDown bool
-	// noTaker counts the holdOffs in a row that ended with nobody taking the Lease while
-	// noTakerFor, the local member, had a pending leave; it sets the hand-over back-off.
-	noTakerFor   uint64
-	noTakerCount int
+	state termState
 }
 
 // NeedLeaderElection: the terms campaign themselves.
@@ -115,10 +108,7 @@ func (l *leadership) Start(ctx context.Context) error {
 			deliberate = l.holdOff(ctx)
 		}
 		termCtx, cancel := context.WithCancel(ctx)
-		l.mu.Lock()
-		l.stepDown = cancel
-		l.termStart = time.Time{}
-		l.mu.Unlock()
+		l.beginTerm(termCtx, cancel)
 		if l.own != nil && !deliberate {
 			go l.withdrawOnOwnLeave(termCtx)
 		}
@@ -134,7 +124,7 @@ func (l *leadership) Start(ctx context.Context) error {
 		// A term that stepped down or withdrew returns nil and goes straight to holdOff, which
 		// decides how long to stay out.
 		switch {
-		case err != nil && err.Error() == errLeaseLost:
+		case errors.Is(err, errLeaseLost):
 			// How a term ends when the Lease could not be renewed in time (the apiserver slow or
 			// unreachable from here): expected in an outage, and not this agent's fault, so no
 			// error with a stack trace. Another agent leads meanwhile, or this one again later.
@@ -151,10 +141,6 @@ func (l *leadership) Start(ctx context.Context) error {
 	}
 	return nil
 }
-
-// errLeaseLost is the error controller-runtime's manager returns when its leader election stops
-// leading without being asked to; it exports no value to compare with.
-const errLeaseLost = "leader election lost"
 
 func (l *leadership) runTerm(ctx context.Context) error {
 	opts := ctrl.Options{
@@ -256,14 +242,19 @@ func (l *leadership) runTerm(ctx context.Context) error {
 	if err := reconciler.SetupWithManager(mgr, watcher); err != nil {
 		return fmt.Errorf("setting up the leave controller: %w", err)
 	}
-	return mgr.Start(ctx)
+	if err := mgr.Start(ctx); err != nil && err.Error() == leaseLostMessage {
+		return errLeaseLost
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // termHeld reads the leader Lease past every cache and fails unless it still names this agent
 // and was renewed less than a lease duration ago. The renewTime it checks was written by this
 // agent, so this agent's clock is the right one to judge it by.
 func (l *leadership) termHeld(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	ctx, cancel := context.WithTimeout(ctx, status.APITimeout)
 	defer cancel()
 	lease := &coordinationv1.Lease{}
 	if err := l.registrar.Reader.Get(ctx, types.NamespacedName{Namespace: l.opts.LeaderElectionNamespace, Name: v1alpha1.LeaseName}, lease); err != nil {
@@ -290,20 +281,6 @@ func (t termStarted) Start(ctx context.Context) error {
 	<-ctx.Done()
 	metrics.Leader.Set(0)
 	return nil
-}
-
-// markTermStart records when leadership began, once per term. A reconcile may run before the
-// termStarted runnable does, so whichever comes first sets it.
-func (l *leadership) markTermStart(t time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.markTermStartLocked(t)
-}
-
-func (l *leadership) markTermStartLocked(t time.Time) {
-	if l.termStart.IsZero() {
-		l.termStart = t
-	}
 }
 
 // term is the reconciler's view of this agent's leadership (controller.Leadership).

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,8 +19,6 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/internal/naming"
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
-
-const apiTimeout = 10 * time.Second
 
 // discoveryRequest is the reconcile request that runs discovery. No object can have this name (it
 // is not a DNS subdomain), so it never meets an object's requests, and the workqueue keeps at most
@@ -54,7 +53,7 @@ func (r *LeaveReconciler) discoverMembers(ctx context.Context) (ctrl.Result, err
 // their own members moments after etcd lists them, and a member publishes its name only after it
 // has started. It returns whether members are still waiting out the grace.
 func (r *LeaveReconciler) discover(ctx context.Context, members []etcd.Member) (bool, error) {
-	listCtx, cancel := context.WithTimeout(ctx, apiTimeout)
+	listCtx, cancel := context.WithTimeout(ctx, status.APITimeout)
 	defer cancel()
 	var list v1alpha1.EtcdMemberList
 	if err := r.APIReader.List(listCtx, &list); err != nil {
@@ -139,41 +138,23 @@ func listed(id string, members []etcd.Member) bool {
 }
 
 // takeOver records a re-joined member in the object its name maps to, as the member's agent
-// does. The agent may start late or not at all; a new object for the member would be a second
-// one recording it once the agent took its own over (the chaos run found exactly that). If the
-// agent gets there first, the object already records the member and nothing is written.
+// does (status.TakeOver says why both do). A member that has come back to the name meanwhile
+// keeps it: the next discovery gives the re-joined one an object of its own.
 func (r *LeaveReconciler) takeOver(ctx context.Context, name string, m etcd.Member, members []etcd.Member) error {
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	obj := &v1alpha1.EtcdMember{}
+	gctx, cancel := context.WithTimeout(ctx, status.APITimeout)
 	defer cancel()
-	var (
-		msg   string
-		taken *v1alpha1.EtcdMember
-	)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		msg = ""
-		cur := &v1alpha1.EtcdMember{}
-		if err := r.APIReader.Get(ctx, types.NamespacedName{Name: name}, cur); err != nil {
-			return err
-		}
-		if cur.DeletionTimestamp != nil || cur.Status.MemberID == etcd.IDString(m.ID) || listed(cur.Status.MemberID, members) {
-			return nil
-		}
-		logf.FromContext(ctx).Info("Taking an object over for a re-joined member", "object", name,
-			"memberID", etcd.IDString(m.ID), "previousMemberID", cur.Status.MemberID)
-		if status.ClearLeave(cur) {
-			if err := r.Client.Update(ctx, cur); err != nil {
-				return err
-			}
-		}
-		msg, taken = status.Rejoin(cur, m), cur
-		return r.Client.Status().Update(ctx, cur)
-	})
-	if err != nil {
-		return fmt.Errorf("taking %s over for re-joined member %s: %w", name, etcd.IDString(m.ID), err)
+	if err := r.APIReader.Get(gctx, types.NamespacedName{Name: name}, obj); err != nil {
+		return fmt.Errorf("reading %s to take it over for re-joined member %s: %w", name, etcd.IDString(m.ID), err)
 	}
-	if msg != "" {
-		r.Events.Normal(ctx, taken, v1alpha1.ReasonRejoined, "Observe", msg)
+	msg, err := status.TakeOver(ctx, r.Client, r.APIReader, obj, m, members, nil)
+	if errors.Is(err, status.ErrNameTaken) {
+		return nil
 	}
+	if err != nil || msg == "" {
+		return err
+	}
+	r.Events.Normal(ctx, obj, v1alpha1.ReasonRejoined, "Observe", msg)
 	return nil
 }
 
@@ -201,7 +182,7 @@ func discoveredName(m etcd.Member, taken map[string]bool) string {
 func (r *LeaveReconciler) createDiscovered(ctx context.Context, name string, m etcd.Member) error {
 	logf.FromContext(ctx).Info("Creating an object for an unregistered member",
 		"object", name, "memberID", etcd.IDString(m.ID), "etcdName", m.Name)
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	ctx, cancel := context.WithTimeout(ctx, status.APITimeout)
 	defer cancel()
 	obj := &v1alpha1.EtcdMember{ObjectMeta: metav1.ObjectMeta{
 		Name:   name,

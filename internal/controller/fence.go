@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
 // ErrFenced marks a membership change the leader gave up right before making it, because its
@@ -59,7 +60,7 @@ func (r *LeaveReconciler) readFence(ctx context.Context, m *v1alpha1.EtcdMember,
 		s.done(stepFenceLease)
 	})
 	wg.Go(func() {
-		ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+		ctx, cancel := context.WithTimeout(ctx, status.APITimeout)
 		defer cancel()
 		reads.objErr = r.APIReader.Get(ctx, client.ObjectKeyFromObject(m), &reads.fresh)
 		s.done(stepFenceObject)

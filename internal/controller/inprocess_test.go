@@ -150,12 +150,13 @@ func TestLeaveOutcomes(t *testing.T) {
 		{name: "the term is lost: nothing is removed or written", members: etcdfake.Voters(3), leave: "node-2",
 			setup: func(w *world) { w.term.lost = errTermLost }, intent: true},
 		// The head start's fence reads race with a cancel this close to the change; a reconcile
-		// that stalled past their freshness reads again, and that read sees the cancel.
+		// that stalled past their freshness (the fake clock moved on) reads again, and that read
+		// sees the cancel.
 		{name: "cancelled between the decision and the change", members: etcdfake.Voters(3), leave: "node-2",
 			setup: func(w *world) {
-				w.r.fenceFreshness = -1
 				w.etcd.Hook(etcdfake.OpIntentPut, etcdfake.After, func() {
 					w.edit("node-2", func(m *v1alpha1.EtcdMember) { m.Spec.Leave = false })
+					w.clock.SetTime(w.clock.Now().Add(2 * fenceFreshness))
 				})
 			}},
 	} {

@@ -104,8 +104,6 @@ type LeaveReconciler struct {
 	lastPeerUpdate time.Time
 	// leaveSeen records when this term first saw each pending leave, for LeaveDuration.
 	leaveSeen map[types.UID]time.Time
-	// fenceFreshness overrides the const of that name in tests; a negative one re-reads always.
-	fenceFreshness time.Duration
 	// unregistered records since when each member without an object has been seen.
 	unregistered map[uint64]time.Time
 	// promoteRefusals backs off, per learner, the promotions etcd refused as not ready.
@@ -434,11 +432,7 @@ func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, tar
 // they are fresh enough; one already gone counts as removed.
 func (r *LeaveReconciler) removeMember(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, change string, wanted func(*v1alpha1.EtcdMember) bool, head *headStart) error {
 	failpoint.Hit(failpoint.LeaveBeforeRemove)
-	freshness := fenceFreshness
-	if r.fenceFreshness != 0 {
-		freshness = r.fenceFreshness
-	}
-	reads, fresh := head.fenceReads(r.now(), freshness)
+	reads, fresh := head.fenceReads(r.now(), fenceFreshness)
 	if !fresh {
 		reads = r.readFence(ctx, m, r.now(), head.timings())
 	}

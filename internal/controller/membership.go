@@ -19,6 +19,7 @@ import (
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
 // Defaults of the watcher's intervals.
@@ -321,7 +322,7 @@ func summarize(p Probes) string {
 
 // recordObjects refreshes the objects gauge from the cache, which costs no API request.
 func (w *MembershipWatcher) recordObjects(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	ctx, cancel := context.WithTimeout(ctx, status.APITimeout)
 	defer cancel()
 	var list v1alpha1.EtcdMemberList
 	if err := w.client.List(ctx, &list); err != nil {
@@ -332,7 +333,7 @@ func (w *MembershipWatcher) recordObjects(ctx context.Context) error {
 }
 
 func (w *MembershipWatcher) enqueueAll(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	ctx, cancel := context.WithTimeout(ctx, status.APITimeout)
 	defer cancel()
 	var list v1alpha1.EtcdMemberList
 	if err := w.client.List(ctx, &list); err != nil {

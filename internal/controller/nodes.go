@@ -208,7 +208,7 @@ func (r *NodeReconciler) requestLeave(ctx context.Context, name string, node *me
 	written := false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		asked, written = nil, false
-		rctx, cancel := context.WithTimeout(ctx, apiTimeout)
+		rctx, cancel := context.WithTimeout(ctx, status.APITimeout)
 		defer cancel()
 		cur := &v1alpha1.EtcdMember{}
 		if err := r.APIReader.Get(rctx, types.NamespacedName{Name: name}, cur); err != nil {
@@ -269,7 +269,7 @@ func releasedNote(node *metav1.PartialObjectMetadata, m *v1alpha1.EtcdMember, ho
 func (r *NodeReconciler) setFinalizer(ctx context.Context, node *metav1.PartialObjectMetadata, hold bool) error {
 	log := logf.FromContext(ctx).WithValues("node", node.Name)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		pctx, cancel := context.WithTimeout(ctx, apiTimeout)
+		pctx, cancel := context.WithTimeout(ctx, status.APITimeout)
 		defer cancel()
 		patched := node.DeepCopy()
 		if hold {

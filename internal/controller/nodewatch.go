@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
 var (
@@ -95,7 +96,7 @@ func (w *NodeWatches) Node(ctx context.Context, name string, follow bool) (*meta
 
 // get reads the Node once.
 func (w *NodeWatches) get(ctx context.Context, name string) (*metav1.PartialObjectMetadata, error) {
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	ctx, cancel := context.WithTimeout(ctx, status.APITimeout)
 	defer cancel()
 	node, err := w.client.Resource(nodeGVR).Get(ctx, name, metav1.GetOptions{})
 	switch {
@@ -128,10 +129,10 @@ func (w *NodeWatches) follow(ctx context.Context, name string) (*nodeWatch, erro
 		logf.FromContext(ctx).V(1).Info("Following a Node", "node", name)
 	}
 	w.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	ctx, cancel := context.WithTimeout(ctx, status.APITimeout)
 	defer cancel()
 	if !cache.WaitForCacheSync(ctx.Done(), nw.informer.HasSynced) {
-		return nil, fmt.Errorf("watching Node %s: not listed within %s", name, apiTimeout)
+		return nil, fmt.Errorf("watching Node %s: not listed within %s", name, status.APITimeout)
 	}
 	return nw, nil
 }
@@ -242,7 +243,7 @@ func ListNodes(ctx context.Context, client metadata.Interface, each func(*metav1
 	}()
 	for {
 		pages++
-		lctx, cancel := context.WithTimeout(ctx, apiTimeout)
+		lctx, cancel := context.WithTimeout(ctx, status.APITimeout)
 		page, err := client.Resource(nodeGVR).List(lctx, opts)
 		cancel()
 		if err != nil {

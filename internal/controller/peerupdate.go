@@ -32,10 +32,10 @@ func (r *LeaveReconciler) updatePeerURLs(ctx context.Context, m *v1alpha1.EtcdMe
 	}
 	change := fmt.Sprintf("%s -> %s", strings.Join(target.PeerURLs, ","), strings.Join(want, ","))
 	recheck := ctrl.Result{RequeueAfter: r.RecheckInterval}
-	if owner, ok := peerURLOwner(members, target.ID, want); ok {
+	if owner, ok := etcd.PeerURLHolder(members, target.ID, want); ok {
 		r.peerNotices.warn(ctx, r, m, v1alpha1.ReasonPeerURLsUpdateRefused, change, fmt.Sprintf(
 			"Not updating the peer URLs of member %s (%s): member %s already has one of them. Fix --advertise-peer-urls on this member's node.",
-			m.Status.MemberID, change, etcd.IDString(owner)))
+			m.Status.MemberID, change, etcd.IDString(owner.ID)))
 		return false, recheck, nil
 	}
 	if !probed || !r.settledSince(probes, members, r.lastPeerUpdate) {
@@ -68,21 +68,6 @@ func (r *LeaveReconciler) updatePeerURLs(ctx context.Context, m *v1alpha1.EtcdMe
 	r.peerNotices.forget(m.UID)
 	m.Status.PeerURLs = slices.Clone(want)
 	return true, ctrl.Result{}, nil
-}
-
-// peerURLOwner returns another member that already has one of urls.
-func peerURLOwner(members []etcd.Member, self uint64, urls []string) (uint64, bool) {
-	for _, other := range members {
-		if other.ID == self {
-			continue
-		}
-		for _, u := range other.PeerURLs {
-			if n, err := peerurl.Normalize(u); err == nil && slices.Contains(urls, n) {
-				return other.ID, true
-			}
-		}
-	}
-	return 0, false
 }
 
 // settledSince tells whether every voter's latest probe started at least a recheck interval

@@ -14,19 +14,6 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/internal/events"
 )
 
-func TestPeerURLOwner(t *testing.T) {
-	members := []etcd.Member{
-		{ID: 1, PeerURLs: []string{"https://10.0.0.1:2380"}},
-		{ID: 2, PeerURLs: []string{"https://10.0.0.2:2380"}},
-	}
-	if owner, ok := peerURLOwner(members, 2, []string{"https://10.0.0.1:2380"}); !ok || owner != 1 {
-		t.Fatalf("another member's URL: owner %x, %v", owner, ok)
-	}
-	if _, ok := peerURLOwner(members, 2, []string{"https://10.0.0.2:2380", "https://10.0.0.9:2380"}); ok {
-		t.Fatal("the member's own URL counted as another's")
-	}
-}
-
 // TestPeerUpdatesWaitForAProbeRoundAfterTheLast: after one update, the next waits until every
 // voter's probe started a recheck interval later, so that a member a wrong URL cut off shows it
 // before another member's URLs change.

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -169,32 +170,14 @@ func (c *Client) Status(ctx context.Context, endpoint string) (EndpointStatus, e
 		metrics.EtcdErrors.WithLabelValues("Status").Inc()
 		return EndpointStatus{}, fmt.Errorf("etcd status of %s: %w", endpoint, err)
 	}
-	return EndpointStatus{
-		MemberID: resp.Header.MemberId, Leader: resp.Leader, IsLearner: resp.IsLearner,
-		RaftTerm: resp.RaftTerm, RaftIndex: resp.RaftIndex, DBSize: resp.DbSize, Version: resp.Version,
-	}, nil
+	// clientv3's StatusResponse is a defined type over the protobuf one, not a new shape.
+	return statusFromProto((*etcdserverpb.StatusResponse)(resp)), nil
 }
 
 // MemberList returns the members as the cluster's quorum sees them (a linearizable read).
 func (c *Client) MemberList(ctx context.Context) ([]Member, error) {
-	ctx, cancel := c.callContext(ctx)
-	defer cancel()
-	resp, err := c.cli.MemberList(ctx)
-	if err != nil {
-		metrics.EtcdErrors.WithLabelValues("MemberList").Inc()
-		return nil, fmt.Errorf("etcd member list: %w", err)
-	}
-	members := make([]Member, 0, len(resp.Members))
-	for _, m := range resp.Members {
-		members = append(members, Member{
-			ID:         m.ID,
-			Name:       m.Name,
-			PeerURLs:   m.PeerURLs,
-			ClientURLs: m.ClientURLs,
-			IsLearner:  m.IsLearner,
-		})
-	}
-	return members, nil
+	members, _, err := c.MemberListHeader(ctx)
+	return members, err
 }
 
 // MemberRemove removes the member with this ID.
@@ -217,4 +200,26 @@ func (c *Client) MemberUpdate(ctx context.Context, id uint64, peerURLs []string)
 		return fmt.Errorf("etcd member update %s: %w", IDString(id), err)
 	}
 	return nil
+}
+
+// The conversions below are the only places that read etcd's protobuf types, so every call that
+// returns a member or a status returns all of it.
+
+func fromProto(m *etcdserverpb.Member) Member {
+	return Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner}
+}
+
+func membersFromProto(ms []*etcdserverpb.Member) []Member {
+	members := make([]Member, 0, len(ms))
+	for _, m := range ms {
+		members = append(members, fromProto(m))
+	}
+	return members
+}
+
+func statusFromProto(resp *etcdserverpb.StatusResponse) EndpointStatus {
+	return EndpointStatus{
+		MemberID: resp.Header.MemberId, Leader: resp.Leader, IsLearner: resp.IsLearner,
+		RaftTerm: resp.RaftTerm, RaftIndex: resp.RaftIndex, DBSize: resp.DbSize, Version: resp.Version,
+	}
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
-
 	"github.com/etcdmember/kubectl-etcdmember/internal/metrics"
 )
 
@@ -20,13 +18,5 @@ func (c *Client) MemberAddAsLearner(ctx context.Context, peerURLs []string) (Mem
 		metrics.EtcdErrors.WithLabelValues("MemberAddAsLearner").Inc()
 		return Member{}, nil, fmt.Errorf("etcd member add %v as learner: %w", peerURLs, err)
 	}
-	members := make([]Member, 0, len(resp.Members))
-	for _, m := range resp.Members {
-		members = append(members, fromProto(m))
-	}
-	return fromProto(resp.Member), members, nil
-}
-
-func fromProto(m *etcdserverpb.Member) Member {
-	return Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner}
+	return fromProto(resp.Member), membersFromProto(resp.Members), nil
 }

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/etcdmember/kubectl-etcdmember/internal/metrics"
+	"github.com/etcdmember/kubectl-etcdmember/internal/peerurl"
 )
 
 // Header says who answered a call: the cluster and the member that served it.
@@ -28,11 +30,25 @@ func (c *Client) MemberListHeader(ctx context.Context) ([]Member, Header, error)
 		metrics.EtcdErrors.WithLabelValues("MemberList").Inc()
 		return nil, Header{}, fmt.Errorf("etcd member list: %w", err)
 	}
-	members := make([]Member, 0, len(resp.Members))
-	for _, m := range resp.Members {
-		members = append(members, fromProto(m))
+	return membersFromProto(resp.Members), Header{ClusterID: resp.Header.ClusterId, MemberID: resp.Header.MemberId}, nil
+}
+
+// PeerURLHolder returns a member other than self whose recorded peer URLs include one of urls
+// (normalized URLs). The agent refuses to publish such a URL, since the local etcd answering
+// there proves nothing when another member answers for the same cluster; the leader refuses to
+// make etcd record it, since etcd would refuse the update anyway.
+func PeerURLHolder(members []Member, self uint64, urls []string) (Member, bool) {
+	for _, m := range members {
+		if m.ID == self {
+			continue
+		}
+		for _, recorded := range m.PeerURLs {
+			if n, err := peerurl.Normalize(recorded); err == nil && slices.Contains(urls, n) {
+				return m, true
+			}
+		}
 	}
-	return members, Header{ClusterID: resp.Header.ClusterId, MemberID: resp.Header.MemberId}, nil
+	return Member{}, false
 }
 
 // PeerCheckTimeout bounds one CheckPeerURL: a peer URL that does not answer within it is as good

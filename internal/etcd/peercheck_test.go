@@ -50,3 +50,30 @@ func TestCheckPeerURL(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerURLHolder: another member's recorded URL, compared normalized, is held; the member's
+// own never is.
+func TestPeerURLHolder(t *testing.T) {
+	members := []Member{
+		{ID: 1, Name: "node-1", PeerURLs: []string{"http://10.0.0.1:2380"}},
+		{ID: 2, Name: "node-2", PeerURLs: []string{"HTTP://[2001:DB8::0:2]:02380"}},
+	}
+	cases := []struct {
+		urls   []string
+		self   uint64
+		holder uint64 // 0: none
+	}{
+		{[]string{"http://10.0.0.1:2380"}, 2, 1},
+		{[]string{"http://10.0.0.1:2380"}, 1, 0}, // its own record
+		{[]string{"http://[2001:db8::2]:2380"}, 1, 2},
+		{[]string{"http://10.0.0.3:2380"}, 1, 0},
+		{[]string{"http://[2001:db8::2]:2380", "http://10.0.0.9:2380"}, 2, 0},
+		{[]string{"http://10.0.0.9:2380", "http://10.0.0.1:2380"}, 2, 1},
+	}
+	for _, tc := range cases {
+		m, held := PeerURLHolder(members, tc.self, tc.urls)
+		if held != (tc.holder != 0) || m.ID != tc.holder {
+			t.Errorf("PeerURLHolder(%v, self %d) = %d, %v; want %d", tc.urls, tc.self, m.ID, held, tc.holder)
+		}
+	}
+}

@@ -172,10 +172,7 @@ func (c *Client) localStatus(ctx context.Context) (EndpointStatus, error) {
 	if err != nil {
 		return EndpointStatus{}, rpctypes.Error(err)
 	}
-	return EndpointStatus{
-		MemberID: resp.Header.MemberId, Leader: resp.Leader, IsLearner: resp.IsLearner,
-		RaftTerm: resp.RaftTerm, RaftIndex: resp.RaftIndex, DBSize: resp.DbSize,
-	}, nil
+	return statusFromProto(resp), nil
 }
 
 // Alarms returns the active alarms (NOSPACE, CORRUPT) by member ID. The list is the cluster's,

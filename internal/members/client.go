@@ -16,10 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
-
-// apiCallTimeout bounds each API request, inside the deadline of the whole command.
-const apiCallTimeout = 10 * time.Second
 
 // Resource names EtcdMembers fully qualified, the way kubectl and RBAC rules must spell them:
 // k0s ships an EtcdMember kind of its own, and a bare "etcdmember" may resolve to it.
@@ -38,9 +36,9 @@ func NewClient(cfg *rest.Config) (client.WithWatch, error) {
 	return c, nil
 }
 
-// Get reads one object, bounded by apiCallTimeout.
+// Get reads one object, bounded by status.APITimeout.
 func Get(ctx context.Context, c client.Client, name string) (*v1alpha1.EtcdMember, error) {
-	ctx, cancel := context.WithTimeout(ctx, apiCallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, status.APITimeout)
 	defer cancel()
 	m := &v1alpha1.EtcdMember{}
 	if err := c.Get(ctx, client.ObjectKey{Name: name}, m); err != nil {
@@ -63,7 +61,7 @@ func List(ctx context.Context, c client.Client, timeout time.Duration, opts ...c
 // NotFound names the objects that do exist, since a typo is the likely cause.
 func NotFound(ctx context.Context, c client.Client, name string) error {
 	msg := fmt.Sprintf("EtcdMember %q not found", name)
-	list, err := List(ctx, c, apiCallTimeout)
+	list, err := List(ctx, c, status.APITimeout)
 	switch {
 	case err != nil:
 		return errors.New(msg)

@@ -173,7 +173,7 @@ func stillJoined(m *v1alpha1.EtcdMember, memberID string) error {
 // patch sends a merge patch rather than an update, so a concurrent writer of other fields never
 // makes the request fail. m receives the patched object, whose generation a wait starts from.
 func patch(ctx context.Context, c client.Client, m *v1alpha1.EtcdMember, p client.Patch, opts ...client.PatchOption) error {
-	ctx, cancel := context.WithTimeout(ctx, apiCallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, status.APITimeout)
 	defer cancel()
 	if err := c.Patch(ctx, m, p, opts...); err != nil {
 		return Explain(err, "patch", m.Name, leaveNeeds)

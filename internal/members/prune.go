@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
 // pruneNeeds is every verb prune-stale may use, named in a Forbidden error.
@@ -55,7 +57,7 @@ func deleteObject(ctx context.Context, c client.Client, name, memberID string) e
 	case m.Status.MemberID != memberID:
 		return fmt.Errorf("%s now records member %q, not %s; not deleted", name, m.Status.MemberID, memberID)
 	}
-	callCtx, cancel := context.WithTimeout(ctx, apiCallTimeout)
+	callCtx, cancel := context.WithTimeout(ctx, status.APITimeout)
 	defer cancel()
 	if err := c.Delete(callCtx, m, client.Preconditions{UID: &m.UID}); err != nil && !apierrors.IsNotFound(err) {
 		return Explain(err, "delete", name, pruneNeeds)

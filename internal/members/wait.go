@@ -183,7 +183,7 @@ func (w *waiter) listWatch(stop context.CancelFunc) cache.ListerWatcher {
 	}
 	return plainListWatch{&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, raw metav1.ListOptions) (runtime.Object, error) {
-			list, err := List(ctx, w.c, apiCallTimeout, options(raw))
+			list, err := List(ctx, w.c, status.APITimeout, options(raw))
 			if err != nil {
 				w.note(ctx, "list", err, stop)
 				return nil, err
