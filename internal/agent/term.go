@@ -55,7 +55,7 @@ type leadership struct {
 	intents  *etcd.Intents
 	identity string
 
-	// changeLock is shared by every term's reconciler: see controller.LeaveReconciler.ChangeLock.
+	// changeLock is shared by every term's reconciler: see controller.MembershipReconciler.ChangeLock.
 	changeLock sync.Mutex
 
 	// own follows whether the local member has a pending leave, and releases when the leader
@@ -193,7 +193,7 @@ func (l *leadership) runTerm(ctx context.Context) error {
 		ProbeTimeout: l.opts.ProbeTimeout, HealthRefresh: l.opts.HealthRefresh,
 		Route: cluster.SetEndpoints,
 	})
-	reconciler := &controller.LeaveReconciler{
+	reconciler := &controller.MembershipReconciler{
 		Client:          mgr.GetClient(),
 		APIReader:       mgr.GetAPIReader(),
 		Events:          l.events,

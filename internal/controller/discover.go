@@ -31,7 +31,7 @@ func DiscoveryGrace(pollInterval time.Duration) time.Duration { return discovery
 
 // discoverMembers runs discovery on a fresh member list, under the same serialization as every
 // other change of objects and membership, and looks again while members wait out the grace.
-func (r *LeaveReconciler) discoverMembers(ctx context.Context) (ctrl.Result, error) {
+func (r *MembershipReconciler) discoverMembers(ctx context.Context) (ctrl.Result, error) {
 	members, err := r.memberList(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -52,7 +52,7 @@ func (r *LeaveReconciler) discoverMembers(ctx context.Context) (ctrl.Result, err
 // discovered once it has gone without an object for DiscoveryGrace: at boot the agents register
 // their own members moments after etcd lists them, and a member publishes its name only after it
 // has started. It returns whether members are still waiting out the grace.
-func (r *LeaveReconciler) discover(ctx context.Context, members []etcd.Member) (bool, error) {
+func (r *MembershipReconciler) discover(ctx context.Context, members []etcd.Member) (bool, error) {
 	listCtx, cancel := context.WithTimeout(ctx, status.APITimeout)
 	defer cancel()
 	var list v1alpha1.EtcdMemberList
@@ -140,7 +140,7 @@ func listed(id string, members []etcd.Member) bool {
 // takeOver records a re-joined member in the object its name maps to, as the member's agent
 // does (status.TakeOver says why both do). A member that has come back to the name meanwhile
 // keeps it: the next discovery gives the re-joined one an object of its own.
-func (r *LeaveReconciler) takeOver(ctx context.Context, name string, m etcd.Member, members []etcd.Member) error {
+func (r *MembershipReconciler) takeOver(ctx context.Context, name string, m etcd.Member, members []etcd.Member) error {
 	obj := &v1alpha1.EtcdMember{}
 	gctx, cancel := context.WithTimeout(ctx, status.APITimeout)
 	defer cancel()
@@ -179,7 +179,7 @@ func discoveredName(m etcd.Member, taken map[string]bool) string {
 // createDiscovered creates the object, then records the member in its status. The two steps
 // are separate API calls, so a retry after an interrupted first attempt finds the object and
 // finishes the second.
-func (r *LeaveReconciler) createDiscovered(ctx context.Context, name string, m etcd.Member) error {
+func (r *MembershipReconciler) createDiscovered(ctx context.Context, name string, m etcd.Member) error {
 	logf.FromContext(ctx).Info("Creating an object for an unregistered member",
 		"object", name, "memberID", etcd.IDString(m.ID), "etcdName", m.Name)
 	ctx, cancel := context.WithTimeout(ctx, status.APITimeout)

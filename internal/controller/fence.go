@@ -26,21 +26,6 @@ var errNotWanted = fmt.Errorf("%w: no longer asked for", ErrFenced)
 // milliseconds old; older ones, from a reconcile that stalled, are made again.
 const fenceFreshness = 250 * time.Millisecond
 
-// fence proves, right before a membership change, that it is still this leader's to make: the
-// leader Lease, read past every cache, still names this agent and has not expired, and the object,
-// read past the cache too, is still the one the change was decided on (same UID and member ID)
-// and still asks for it (wanted). A leader that was frozen between its decision and the change
-// (GC, CPU starvation, a VM stall) may have lost its term meanwhile, and controller-runtime does
-// not wait for an in-flight reconcile when the Lease is lost: without this, it would resume and
-// act on a verdict another leader has since overruled.
-//
-// Both reads run in parallel, so a change costs one API round trip more, or none when the head
-// start made them (see removeMember). What is left is the gap between these reads and the etcd
-// call: at most fenceFreshness of this agent's running time.
-func (r *LeaveReconciler) fence(ctx context.Context, m *v1alpha1.EtcdMember, change string, wanted func(*v1alpha1.EtcdMember) bool) error {
-	return r.readFence(ctx, m, r.now(), nil).verdict(m, change, wanted)
-}
-
 // fenceReads is what the fence read, and when it started reading: the reads show the world at
 // some moment after that, so their age is counted from there, never less than it is.
 type fenceReads struct {
@@ -49,10 +34,19 @@ type fenceReads struct {
 	fresh           v1alpha1.EtcdMember
 }
 
-// readFence reads the leader Lease (through Leadership) and the object, both past every cache and
-// in parallel; started is when the caller decided to read, at the latest when the reads go out.
-// Each read's end goes into s.
-func (r *LeaveReconciler) readFence(ctx context.Context, m *v1alpha1.EtcdMember, started time.Time, s *steps) fenceReads {
+// readFence makes the fence's reads. The fence proves, right before a membership change
+// (makeChange), that it is still this leader's to make: the leader Lease, read past every cache,
+// still names this agent and has not expired, and the object, read past the cache too, is still the one the change was decided on (same UID and member ID)
+// and still asks for it (wanted). A leader that was frozen between its decision and the change
+// (GC, CPU starvation, a VM stall) may have lost its term meanwhile, and controller-runtime does
+// not wait for an in-flight reconcile when the Lease is lost: without this, it would resume and
+// act on a verdict another leader has since overruled.
+//
+// Both reads (the Lease through Leadership) run in parallel, so a change costs one API round trip
+// more, or none when the head start made them. What is left is the gap between these reads and
+// the etcd call: at most fenceFreshness of this agent's running time. started is when the caller
+// decided to read, at the latest when the reads go out; each read's end goes into s.
+func (r *MembershipReconciler) readFence(ctx context.Context, m *v1alpha1.EtcdMember, started time.Time, s *steps) fenceReads {
 	var wg sync.WaitGroup
 	reads := fenceReads{started: started}
 	wg.Go(func() {

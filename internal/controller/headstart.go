@@ -19,8 +19,10 @@ import (
 // list has the same voters, and the guard still decides on the fresh list. A nil headStart
 // started nothing.
 type headStart struct {
-	// intent stores the removal intent; its value is the request an intent stored before named.
-	intent *pending[string]
+	// intent stores the removal intent naming request; its value is the request an intent stored
+	// before named.
+	intent  *pending[string]
+	request string
 	// probes probes the voters of probedOn, the member list of the latest probe round.
 	probes   *pending[[]voter]
 	probedOn []etcd.Member
@@ -37,7 +39,7 @@ type headStart struct {
 // the probes when the object asks its member to leave at all; neither for the leader's own member, which is
 // handed over instead, nor for a member recorded as gone. A request the pre-flight refuses so
 // costs no intent write on each of its re-checks, only the probes its guard needs anyway.
-func (r *LeaveReconciler) headStart(ctx context.Context, m *v1alpha1.EtcdMember) *headStart {
+func (r *MembershipReconciler) headStart(ctx context.Context, m *v1alpha1.EtcdMember) *headStart {
 	if !m.LeaveAsked() || !status.IsTrue(m, v1alpha1.ConditionJoined) {
 		return nil
 	}
@@ -48,12 +50,14 @@ func (r *LeaveReconciler) headStart(ctx context.Context, m *v1alpha1.EtcdMember)
 	h := &headStart{steps: newSteps(r.now)}
 	ctx, h.cancel = context.WithCancel(ctx)
 	if status.IsTrue(m, v1alpha1.ConditionRemovable) {
-		request := leaveRequest(m)
+		// The fence reads' age counts from before anything starts, never from later than they
+		// go out (an intent write that returned first could otherwise make them look younger).
+		cached, now := m.DeepCopy(), r.now()
+		h.request = leaveRequest(m)
 		h.intent = start(func() (string, error) {
 			defer h.steps.done(stepIntent)
-			return r.Intents.Put(ctx, id, request)
+			return r.Intents.Put(ctx, id, h.request)
 		})
-		cached, now := m.DeepCopy(), r.now()
 		h.fence = start(func() (fenceReads, error) { return r.readFence(ctx, cached, now, h.steps), nil })
 	}
 	if probes, ok := r.Probes(); ok && slices.ContainsFunc(probes.List, func(mem etcd.Member) bool { return mem.ID == id && !mem.IsLearner }) {
@@ -69,8 +73,34 @@ func (r *LeaveReconciler) headStart(ctx context.Context, m *v1alpha1.EtcdMember)
 // intending tells whether an intent write was started.
 func (h *headStart) intending() bool { return h != nil && h.intent != nil }
 
-// priorIntent waits for the intent write and returns the request an intent stored before it named.
-func (h *headStart) priorIntent() (string, error) { return h.intent.wait() }
+// storeIntent stores the intent naming request for member id, or waits for the head start's
+// write when it stores that one, and returns the request an intent stored before named.
+func (h *headStart) storeIntent(ctx context.Context, intents IntentStore, id uint64, request string) (string, error) {
+	if h.intending() && h.request == request {
+		return h.intent.wait()
+	}
+	return intents.Put(ctx, id, request)
+}
+
+// intentBefore returns the request the intent stored for member id named before this reconcile:
+// what the head start's write replaced, or what is stored when it wrote none.
+func (h *headStart) intentBefore(ctx context.Context, intents IntentStore, id uint64) (string, error) {
+	if h.intending() {
+		return h.intent.wait()
+	}
+	return intents.Get(ctx, id)
+}
+
+// withdrawIntent takes back an intent the head start stored for a removal that does not happen,
+// so that a later removal by someone else does not look like ours. A write that failed may have
+// landed all the same, so it is withdrawn either way.
+func (h *headStart) withdrawIntent(ctx context.Context, intents IntentStore, id uint64) error {
+	if !h.intending() {
+		return nil
+	}
+	_, _ = h.intent.wait()
+	return intents.Delete(ctx, id)
+}
 
 // votersFor returns the probed voters when members has exactly the voters that were probed, at
 // the same client URLs; otherwise nil, and the guard probes again.

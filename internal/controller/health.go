@@ -17,7 +17,7 @@ import (
 // Raft index, raft term and DB size move on their own, so they are written only together with a
 // change that matters (reachability, leadership, alarms) or once the recorded probe is
 // older than HealthRefresh: a quiet cluster then costs almost no API writes.
-func (r *LeaveReconciler) observeHealth(m *v1alpha1.EtcdMember, target etcd.Member, probes Probes) {
+func (r *MembershipReconciler) observeHealth(m *v1alpha1.EtcdMember, target etcd.Member, probes Probes) {
 	h, ok := probes.Members[target.ID]
 	if !ok {
 		return

@@ -49,7 +49,7 @@ func TestHealthCondition(t *testing.T) {
 // TestObserveHealthWritesOnlyWhatMatters: raft index and DB size move with every write to etcd;
 // copying them on every probe would cost an API write per member per probe.
 func TestObserveHealthWritesOnlyWhatMatters(t *testing.T) {
-	r := &LeaveReconciler{HealthRefresh: time.Minute, ProbeTimeout: time.Second}
+	r := &MembershipReconciler{HealthRefresh: time.Minute, ProbeTimeout: time.Second}
 	target := etcd.Member{ID: 2, ClientURLs: []string{"http://10.0.0.2:2379"}}
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	probe := func(at time.Time, index uint64, leader uint64, term uint64, alarms ...string) Probes {
@@ -158,7 +158,7 @@ func TestNotServingNeedsTwoRounds(t *testing.T) {
 	noLeader := etcd.Health{Reachable: true, Err: errors.New("etcdserver: no leader")}
 	down := etcd.Health{Err: errors.New("connection refused")}
 
-	r := &LeaveReconciler{HealthRefresh: time.Minute, ProbeTimeout: time.Second}
+	r := &MembershipReconciler{HealthRefresh: time.Minute, ProbeTimeout: time.Second}
 	m := member(false)
 	steps := []struct {
 		name   string

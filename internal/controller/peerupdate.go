@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -24,18 +25,18 @@ import (
 // the member would keep quorum, and the next one waits until a probe round after it has shown
 // what it did. It tells whether it changed etcd (the reconcile then ends, one change being
 // enough), and when to look again at an update that waits.
-func (r *LeaveReconciler) updatePeerURLs(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, probes Probes, probed bool) (bool, ctrl.Result, error) {
+func (r *MembershipReconciler) updatePeerURLs(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, probes Probes, probed bool) (bool, ctrl.Result, error) {
 	want := m.Status.AdvertisedPeerURLs
 	if len(want) == 0 || peerurl.SameSet(target.PeerURLs, want) {
 		r.peerNotices.forget(m.UID)
 		return false, ctrl.Result{}, nil
 	}
-	change := fmt.Sprintf("%s -> %s", strings.Join(target.PeerURLs, ","), strings.Join(want, ","))
+	fromTo := fmt.Sprintf("%s -> %s", strings.Join(target.PeerURLs, ","), strings.Join(want, ","))
 	recheck := ctrl.Result{RequeueAfter: r.RecheckInterval}
 	if owner, ok := etcd.PeerURLHolder(members, target.ID, want); ok {
-		r.peerNotices.warn(ctx, r, m, v1alpha1.ReasonPeerURLsUpdateRefused, change, fmt.Sprintf(
+		r.peerNotices.warn(ctx, r, m, v1alpha1.ReasonPeerURLsUpdateRefused, fromTo, fmt.Sprintf(
 			"Not updating the peer URLs of member %s (%s): member %s already has one of them. Fix --advertise-peer-urls on this member's node.",
-			m.Status.MemberID, change, etcd.IDString(owner.ID)))
+			m.Status.MemberID, fromTo, etcd.IDString(owner.ID)))
 		return false, recheck, nil
 	}
 	if !probed || !r.settledSince(probes, members, r.lastPeerUpdate) {
@@ -43,28 +44,31 @@ func (r *LeaveReconciler) updatePeerURLs(ctx context.Context, m *v1alpha1.EtcdMe
 	}
 	if !target.IsLearner {
 		if verdict := quorum.CheckRemoval(quorumVoters(members, probes), target.ID, m.Name); !verdict.Allowed {
-			r.peerNotices.warn(ctx, r, m, v1alpha1.ReasonPeerURLsUpdateRefused, change, fmt.Sprintf(
+			r.peerNotices.warn(ctx, r, m, v1alpha1.ReasonPeerURLsUpdateRefused, fromTo, fmt.Sprintf(
 				"Not updating the peer URLs of member %s (%s) yet: should the new URLs not work, losing the member would cost quorum (%s). Re-checked every %s; bring the unhealthy members back.",
-				m.Status.MemberID, change, verdict.Message, r.RecheckInterval))
+				m.Status.MemberID, fromTo, verdict.Message, r.RecheckInterval))
 			return false, recheck, nil
 		}
 	}
 	stillAdvertised := func(fresh *v1alpha1.EtcdMember) bool {
 		return peerurl.SameSet(fresh.Status.AdvertisedPeerURLs, want)
 	}
-	if err := r.fence(ctx, m, "updating the peer URLs of", stillAdvertised); err != nil {
+	update := change{verb: "updating the peer URLs of", wanted: stillAdvertised,
+		call: func(ctx context.Context) error { return r.Etcd.MemberUpdate(ctx, target.ID, want) }}
+	err := r.makeChange(ctx, m, target, update, nil)
+	if errors.Is(err, ErrFenced) {
 		return false, ctrl.Result{}, err
 	}
-	if err := r.Etcd.MemberUpdate(ctx, target.ID, want); err != nil {
-		r.peerNotices.warn(ctx, r, m, v1alpha1.ReasonPeerURLsUpdateFailed, change, fmt.Sprintf(
-			"etcd did not update the peer URLs of member %s (%s); retrying with back-off. etcd said: %v", m.Status.MemberID, change, err))
+	if err != nil {
+		r.peerNotices.warn(ctx, r, m, v1alpha1.ReasonPeerURLsUpdateFailed, fromTo, fmt.Sprintf(
+			"etcd did not update the peer URLs of member %s (%s); retrying with back-off. etcd said: %v", m.Status.MemberID, fromTo, err))
 		return false, ctrl.Result{}, err
 	}
 	// Compared with the probes' start times, which are wall-clock.
 	r.lastPeerUpdate = time.Now()
 	logf.FromContext(ctx).Info("Updated peer URLs", "memberID", m.Status.MemberID, "from", target.PeerURLs, "to", want)
 	r.Events.Normal(ctx, m, v1alpha1.ReasonPeerURLsUpdated, "UpdatePeerURLs",
-		fmt.Sprintf("Updated the peer URLs of member %s: %s", m.Status.MemberID, change))
+		fmt.Sprintf("Updated the peer URLs of member %s: %s", m.Status.MemberID, fromTo))
 	r.peerNotices.forget(m.UID)
 	m.Status.PeerURLs = slices.Clone(want)
 	return true, ctrl.Result{}, nil
@@ -72,7 +76,7 @@ func (r *LeaveReconciler) updatePeerURLs(ctx context.Context, m *v1alpha1.EtcdMe
 
 // settledSince tells whether every voter's latest probe started at least a recheck interval
 // after the last change, so that a member a wrong URL cut off has had time to show it.
-func (r *LeaveReconciler) settledSince(probes Probes, members []etcd.Member, last time.Time) bool {
+func (r *MembershipReconciler) settledSince(probes Probes, members []etcd.Member, last time.Time) bool {
 	if last.IsZero() {
 		return true
 	}
@@ -89,7 +93,7 @@ func (r *LeaveReconciler) settledSince(probes Probes, members []etcd.Member, las
 // an Event each time.
 type notices map[types.UID]string
 
-func (n *notices) warn(ctx context.Context, r *LeaveReconciler, m *v1alpha1.EtcdMember, reason, change, msg string) {
+func (n *notices) warn(ctx context.Context, r *MembershipReconciler, m *v1alpha1.EtcdMember, reason, change, msg string) {
 	if (*n)[m.UID] == reason+" "+change {
 		return
 	}

@@ -18,7 +18,7 @@ import (
 // voter's probe started a recheck interval later, so that a member a wrong URL cut off shows it
 // before another member's URLs change.
 func TestPeerUpdatesWaitForAProbeRoundAfterTheLast(t *testing.T) {
-	r := &LeaveReconciler{RecheckInterval: time.Second}
+	r := &MembershipReconciler{RecheckInterval: time.Second}
 	last := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	members := []etcd.Member{{ID: 1}, {ID: 2}, {ID: 3, IsLearner: true}}
 	probes := func(at1, at2 time.Time) Probes {
@@ -40,7 +40,7 @@ func TestPeerUpdatesWaitForAProbeRoundAfterTheLast(t *testing.T) {
 func TestPeerNoticesOncePerChange(t *testing.T) {
 	scheme := testScheme(t)
 	c := fake.NewClientBuilder().WithScheme(scheme).Build()
-	r := &LeaveReconciler{Events: &events.Recorder{Client: c, Namespace: "kube-system"}}
+	r := &MembershipReconciler{Events: &events.Recorder{Client: c, Namespace: "kube-system"}}
 	m := member(false)
 	m.UID = "u1"
 	for i, step := range []struct{ reason, change, msg string }{
@@ -78,7 +78,7 @@ func TestPeerNoticesOncePerChange(t *testing.T) {
 func TestPeerUpdateRefusedWhenLosingTheMemberCostsQuorum(t *testing.T) {
 	scheme := testScheme(t)
 	c := fake.NewClientBuilder().WithScheme(scheme).Build()
-	r := &LeaveReconciler{Events: &events.Recorder{Client: c, Namespace: "kube-system"}, RecheckInterval: time.Second, Leadership: &fakeTerm{}}
+	r := &MembershipReconciler{Events: &events.Recorder{Client: c, Namespace: "kube-system"}, RecheckInterval: time.Second, Leadership: &fakeTerm{}}
 	members := []etcd.Member{
 		{ID: 1, PeerURLs: []string{"http://10.0.0.1:2380"}},
 		{ID: 2, PeerURLs: []string{"http://10.0.0.2:2380"}},

@@ -25,7 +25,7 @@ import (
 // would be left with fewer than MinVoters voters, nor when the pre-flight check already says the
 // removal would be refused, nor unless etcd itself confirms the member down (askPeers): the
 // leader's probes only say that the leader cannot reach it.
-func (r *LeaveReconciler) removeIfUnreachable(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, probes Probes, probed bool) (ctrl.Result, error) {
+func (r *MembershipReconciler) removeIfUnreachable(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, probes Probes, probed bool) (ctrl.Result, error) {
 	if r.RemoveUnreachableAfter <= 0 {
 		status.Remove(m, v1alpha1.ConditionUnreachableLeaveHeld)
 		return ctrl.Result{}, nil
@@ -118,7 +118,7 @@ type peerView struct {
 // etcd's leader hears every voter all the time, so a voter it has received nothing from for a
 // while is dead for raft, whatever its connections say: a frozen process (SIGSTOP, a hung
 // machine that still answers TCP) keeps etcd_network_active_peers at 1 while it sends nothing.
-func (r *LeaveReconciler) askPeers(ctx context.Context, target etcd.Member, members []etcd.Member, probes Probes) peerView {
+func (r *MembershipReconciler) askPeers(ctx context.Context, target etcd.Member, members []etcd.Member, probes Probes) peerView {
 	var observers []etcd.Member
 	for _, mem := range members {
 		if !mem.IsLearner && mem.ID != target.ID && probes.Members[mem.ID].Serving {
@@ -199,7 +199,7 @@ const holdSampling = "sampling"
 // and outage (named by its start); the re-checks after it log at V(1) only. The condition says
 // what an earlier leader already wrote, and the timers what this one did when the reason
 // alternates.
-func (r *LeaveReconciler) announceHold(ctx context.Context, m *v1alpha1.EtcdMember, id uint64, outage, reason, msg string, view peerView) {
+func (r *MembershipReconciler) announceHold(ctx context.Context, m *v1alpha1.EtcdMember, id uint64, outage, reason, msg string, view peerView) {
 	log := logf.FromContext(ctx).WithValues("memberID", m.Status.MemberID, "reason", reason,
 		"heardBy", names(view.heardBy), "unreadable", errorStrings(view.errs))
 	held := status.HasReason(m, v1alpha1.ConditionUnreachableLeaveHeld, reason)
@@ -218,7 +218,7 @@ func (r *LeaveReconciler) announceHold(ctx context.Context, m *v1alpha1.EtcdMemb
 
 // leaderNode names the leader's own member for a message, " (on the node of member <name>)", or
 // "" when the leader's member is unknown.
-func (r *LeaveReconciler) leaderNode(members []etcd.Member) string {
+func (r *MembershipReconciler) leaderNode(members []etcd.Member) string {
 	if r.Leadership == nil {
 		return ""
 	}
@@ -248,7 +248,7 @@ func errorStrings(errs []error) []string {
 // requestLeave asks m to leave for the reason why, keeping the status computed on m so far for
 // the reconcile's one status write (an update returns the stored status); the watch on the
 // changed object starts the leave.
-func (r *LeaveReconciler) requestLeave(ctx context.Context, m *v1alpha1.EtcdMember, why string) error {
+func (r *MembershipReconciler) requestLeave(ctx context.Context, m *v1alpha1.EtcdMember, why string) error {
 	updated := m.DeepCopy()
 	if err := askToLeave(ctx, r.Client, updated, why); err != nil {
 		return err

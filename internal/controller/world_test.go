@@ -34,7 +34,7 @@ type world struct {
 	term  *fakeTerm
 
 	watcher *MembershipWatcher
-	r       *LeaveReconciler
+	r       *MembershipReconciler
 	// crash ends the running reconcile's context; set for each reconcile.
 	mu    sync.Mutex
 	crash context.CancelFunc
@@ -126,7 +126,7 @@ func (w *world) newTerm() {
 	w.watcher = NewMembershipWatcher(w.api, w.etcd, w.etcd, WatcherConfig{
 		PollInterval: time.Second, ProbeInterval: time.Second, ProbeTimeout: time.Second, HealthRefresh: time.Minute,
 	})
-	w.r = &LeaveReconciler{
+	w.r = &MembershipReconciler{
 		Client: w.api, APIReader: w.api, Events: recorder,
 		Etcd: w.etcd, Peers: w.etcd, Intents: w.etcd.Intents(), Leadership: w.term,
 		Probes: w.watcher.Probes, ChangeLock: &sync.Mutex{},

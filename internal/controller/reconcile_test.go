@@ -123,7 +123,7 @@ func TestReconcileOfSettledObjectReadsNoMemberList(t *testing.T) {
 	// Removed long ago, then asked to leave again: the request is answered without etcd.
 	gone := member(true, cond(v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonNotFound))
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(gone).WithStatusSubresource(gone).Build()
-	r := &LeaveReconciler{Client: c, ChangeLock: &sync.Mutex{}, Events: &events.Recorder{Client: c, Namespace: "kube-system"}}
+	r := &MembershipReconciler{Client: c, ChangeLock: &sync.Mutex{}, Events: &events.Recorder{Client: c, Namespace: "kube-system"}}
 
 	ctx := context.Background()
 	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: gone.Name}}); err != nil {
@@ -167,7 +167,7 @@ func TestStatusWriteRetriedOnServerError(t *testing.T) {
 					return c.SubResource(sub).Update(ctx, obj, opts...)
 				},
 			}).Build()
-			r := &LeaveReconciler{Client: c, ChangeLock: &sync.Mutex{}, Events: &events.Recorder{Client: c, Namespace: "kube-system"}}
+			r := &MembershipReconciler{Client: c, ChangeLock: &sync.Mutex{}, Events: &events.Recorder{Client: c, Namespace: "kube-system"}}
 			_, err := r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: gone.Name}})
 			if calls != tc.wantCalls || (err != nil) != tc.wantErr {
 				t.Errorf("%d status writes, error %v; want %d writes, error %t", calls, err, tc.wantCalls, tc.wantErr)

@@ -29,7 +29,7 @@ const (
 // larger quorum is safe, and evicts it once it has made no progress for LearnerStallTimeout, so
 // that it no longer blocks the next join (etcd allows one learner). A big learner that is still
 // replicating is never evicted for the time that takes; see timers.stalledFor.
-func (r *LeaveReconciler) learner(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, probes Probes, probed bool) (ctrl.Result, error) {
+func (r *MembershipReconciler) learner(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, probes Probes, probed bool) (ctrl.Result, error) {
 	if c := status.Get(m, v1alpha1.ConditionPromoted); c == nil || c.Status != metav1.ConditionFalse || c.Reason == v1alpha1.ReasonStalled {
 		// Stalled belongs to an earlier member the object recorded.
 		status.Remove(m, v1alpha1.ConditionPromoted)
@@ -59,10 +59,11 @@ func (r *LeaveReconciler) learner(ctx context.Context, m *v1alpha1.EtcdMember, t
 			fmt.Sprintf("Not promoting: %s. Re-checked every %s; bring the unhealthy members back. %s", verdict.Message, r.RecheckInterval, eviction))
 		return ctrl.Result{RequeueAfter: min(r.RecheckInterval, remaining)}, nil
 	}
-	if err := r.fence(ctx, m, "promoting", anyState); err != nil {
+	err := r.makeChange(ctx, m, target, change{verb: "promoting", wanted: anyState,
+		call: func(ctx context.Context) error { return r.Etcd.MemberPromote(ctx, target.ID) }}, nil)
+	if errors.Is(err, ErrFenced) {
 		return ctrl.Result{}, err
 	}
-	err := r.Etcd.MemberPromote(ctx, target.ID)
 	if errors.Is(err, etcd.ErrLearnerNotReady) {
 		status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonCatchingUp,
 			"The learner is replicating the log; etcd promotes it only once it is close to the leader's, and the leader retries with back-off. "+eviction)
@@ -96,45 +97,16 @@ func highestVoterIndex(members []etcd.Member, probes Probes) uint64 {
 }
 
 // nextPromoteWait doubles the wait after each refusal, within bounds, per learner.
-func (r *LeaveReconciler) nextPromoteWait(uid types.UID) time.Duration {
+func (r *MembershipReconciler) nextPromoteWait(uid types.UID) time.Duration {
 	return r.promoteBackoff().When(uid)
 }
 
 // promoteBackoff is the term's back-off between promotions etcd refused as not ready.
-func (r *LeaveReconciler) promoteBackoff() workqueue.TypedRateLimiter[types.UID] {
+func (r *MembershipReconciler) promoteBackoff() workqueue.TypedRateLimiter[types.UID] {
 	if r.promoteRefusals == nil {
 		r.promoteRefusals = workqueue.NewTypedItemExponentialFailureRateLimiter[types.UID](promoteBackoffMin, promoteBackoffMax)
 	}
 	return r.promoteRefusals
-}
-
-// evict removes a learner that stalled. A learner has no vote, so its removal needs no guard.
-func (r *LeaveReconciler) evict(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member) (ctrl.Result, error) {
-	status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonEvicting,
-		fmt.Sprintf("Removing learner %s: it made no progress for --learner-stall-timeout %s.", m.Status.MemberID, r.LearnerStallTimeout))
-	// The intent, stored first: a leader that stops after the removal leaves the next one what
-	// tells an eviction from a removal by someone else.
-	if _, err := r.Intents.Put(ctx, target.ID, evictionRequest(m)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("recording intent to evict %s: %w", m.Name, err)
-	}
-	logf.FromContext(ctx).Info("Evicting stalled learner", "memberID", m.Status.MemberID, "peerURLs", target.PeerURLs)
-	if err := r.removeMember(ctx, m, target, "evicting", anyState, nil); err != nil {
-		return ctrl.Result{}, fmt.Errorf("evicting stalled learner %s: %w", m.Status.MemberID, err)
-	}
-	r.promoteBackoff().Forget(m.UID)
-	r.timers.forget(target.ID)
-	metrics.LearnerEvictions.WithLabelValues(m.Name, etcd.IDString(target.ID)).Inc()
-	evicted(m)
-	forgetHealth(m)
-	return ctrl.Result{}, nil
-}
-
-// evicted records that the learner was removed for stalling.
-func evicted(m *v1alpha1.EtcdMember) {
-	status.Set(m, v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonEvicted,
-		fmt.Sprintf("Learner %s was removed from etcd because it had not caught up in time; the next join can proceed. Find out why it stalled (did etcd start on the node? can it reach the peers?) before joining it again.", m.Status.MemberID))
-	status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonStalled,
-		fmt.Sprintf("Learner %s did not catch up in time and was evicted.", m.Status.MemberID))
 }
 
 // votedElsewhere closes the Promoted condition of a learner that became a voter by other means

@@ -16,7 +16,7 @@ import (
 )
 
 func TestPromoteBackoffDoublesWithinBounds(t *testing.T) {
-	r := &LeaveReconciler{}
+	r := &MembershipReconciler{}
 	var got []time.Duration
 	for range 8 {
 		got = append(got, r.nextPromoteWait("uid"))
@@ -39,7 +39,7 @@ func TestMarkGoneAfterEviction(t *testing.T) {
 	m := member(false,
 		cond(v1alpha1.ConditionJoined, metav1.ConditionTrue, v1alpha1.ReasonInMemberList),
 		cond(v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonEvicting))
-	r := &LeaveReconciler{Intents: etcdfake.New(etcdfake.Voters(1)...).Intents()}
+	r := &MembershipReconciler{Intents: etcdfake.New(etcdfake.Voters(1)...).Intents()}
 	by, err := r.whoRemoved(context.Background(), m, 2, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +68,7 @@ func TestVotedElsewhereClosesPromoted(t *testing.T) {
 // evicted before its deadline, and the reconcile comes back at the deadline. No etcd call is made
 // on this path, so the reconciler has none.
 func TestLearnerNotStartedWaitsForItsDeadline(t *testing.T) {
-	r := &LeaveReconciler{LearnerStallTimeout: time.Minute, RecheckInterval: time.Second}
+	r := &MembershipReconciler{LearnerStallTimeout: time.Minute, RecheckInterval: time.Second}
 	m := member(false)
 	target := etcd.Member{ID: 2, IsLearner: true}
 	res, err := r.learner(context.Background(), m, target, []etcd.Member{{ID: 1}, target}, Probes{}, true)
@@ -106,7 +106,7 @@ func TestUnreachablePolicyHoldsBack(t *testing.T) {
 		return m
 	}
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	r := &LeaveReconciler{RemoveUnreachableAfter: time.Minute, MinVoters: 3, Clock: clk}
+	r := &MembershipReconciler{RemoveUnreachableAfter: time.Minute, MinVoters: 3, Clock: clk}
 	res, err := r.removeIfUnreachable(context.Background(), unreachable(), members[3], members, probes, true)
 	if err != nil || res.RequeueAfter != time.Minute {
 		t.Fatalf("first seen unreachable: %+v %v, want a requeue after --remove-unreachable-after", res, err)
@@ -118,7 +118,7 @@ func TestUnreachablePolicyHoldsBack(t *testing.T) {
 	}
 
 	// Past due: each of these holds back for its own reason.
-	due := func(r *LeaveReconciler, probes Probes) *v1alpha1.EtcdMember {
+	due := func(r *MembershipReconciler, probes Probes) *v1alpha1.EtcdMember {
 		clk := clocktesting.NewFakePassiveClock(time.Now())
 		r.Clock = clk
 		m := unreachable()
@@ -131,14 +131,14 @@ func TestUnreachablePolicyHoldsBack(t *testing.T) {
 		}
 		return m
 	}
-	if m := due(&LeaveReconciler{RemoveUnreachableAfter: time.Minute, MinVoters: 4}, probes); m.Spec.Leave {
+	if m := due(&MembershipReconciler{RemoveUnreachableAfter: time.Minute, MinVoters: 4}, probes); m.Spec.Leave {
 		t.Fatal("asked to leave below --min-voters")
 	}
 	// Only member 1 answers: the three that would remain have one healthy voter, short of 2.
-	if m := due(&LeaveReconciler{RemoveUnreachableAfter: time.Minute, MinVoters: 3}, probesOf(map[uint64]bool{1: true})); m.Spec.Leave {
+	if m := due(&MembershipReconciler{RemoveUnreachableAfter: time.Minute, MinVoters: 3}, probesOf(map[uint64]bool{1: true})); m.Spec.Leave {
 		t.Fatal("asked to leave although the quorum guard would refuse")
 	}
-	if m := due(&LeaveReconciler{MinVoters: 3}, probes); m.Spec.Leave {
+	if m := due(&MembershipReconciler{MinVoters: 3}, probes); m.Spec.Leave {
 		t.Fatal("asked to leave with the policy off")
 	}
 }
@@ -152,7 +152,7 @@ func TestUnreachablePolicyRespectsCancel(t *testing.T) {
 	since := time.Now().Add(-time.Hour).Truncate(time.Second)
 	status.Get(m, v1alpha1.ConditionHealthy).LastTransitionTime = metav1.NewTime(since)
 	clk := clocktesting.NewFakePassiveClock(time.Now())
-	r := &LeaveReconciler{RemoveUnreachableAfter: time.Minute, MinVoters: 3, Clock: clk}
+	r := &MembershipReconciler{RemoveUnreachableAfter: time.Minute, MinVoters: 3, Clock: clk}
 	m.Annotations = map[string]string{v1alpha1.AnnotationLeaveReason: fmt.Sprintf(
 		"unhealthy since %s and unreachable for longer than --remove-unreachable-after %s", since.UTC().Format(time.RFC3339), time.Minute)}
 	if _, err := r.removeIfUnreachable(context.Background(), m, members[3], members, probes, true); err != nil || m.Spec.Leave {

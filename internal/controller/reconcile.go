@@ -6,11 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,12 +27,11 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 	"github.com/etcdmember/kubectl-etcdmember/internal/events"
-	"github.com/etcdmember/kubectl-etcdmember/internal/failpoint"
 	"github.com/etcdmember/kubectl-etcdmember/internal/metrics"
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
-// Defaults for LeaveReconciler's intervals.
+// Defaults for MembershipReconciler's intervals.
 const (
 	DefaultProbeTimeout    = time.Second
 	DefaultRecheckInterval = 5 * time.Second
@@ -49,10 +46,10 @@ const (
 	reconcileTimeout = time.Minute
 )
 
-// LeaveReconciler keeps each EtcdMember true to etcd's member list and to the leader's health
+// MembershipReconciler keeps each EtcdMember true to etcd's member list and to the leader's health
 // probes, removes members whose object asks to leave, promotes learners that caught up and evicts
 // those that stalled: every membership change of the cluster, one at a time.
-type LeaveReconciler struct {
+type MembershipReconciler struct {
 	Client client.Client
 	// APIReader reads around the cache: fence re-reads the object there right before a change.
 	APIReader client.Reader
@@ -112,7 +109,7 @@ type LeaveReconciler struct {
 
 // SetupWithManager registers the controller. membershipChanged delivers every object whenever
 // etcd's member list changes, since etcd has no membership watch of its own.
-func (r *LeaveReconciler) SetupWithManager(mgr ctrl.Manager, membershipChanged *MembershipWatcher) error {
+func (r *MembershipReconciler) SetupWithManager(mgr ctrl.Manager, membershipChanged *MembershipWatcher) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("leave").
 		For(&v1alpha1.EtcdMember{}).
@@ -131,7 +128,7 @@ func (r *LeaveReconciler) SetupWithManager(mgr ctrl.Manager, membershipChanged *
 }
 
 // Reconcile fetches the object and the member list, decides, acts, and writes status once.
-func (r *LeaveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *MembershipReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	r.ChangeLock.Lock()
 	defer r.ChangeLock.Unlock()
 	if req.Name == discoveryRequest {
@@ -183,7 +180,7 @@ func (r *LeaveReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 // longer would fail a probe too, and the member it went to is likely the one that failed (the
 // leader's own, before a probe round saw it and the calls were routed away, see servingVoters). Failing
 // soon, the reconcile is retried there within moments, instead of waiting out etcd's call timeout.
-func (r *LeaveReconciler) memberList(ctx context.Context) ([]etcd.Member, error) {
+func (r *MembershipReconciler) memberList(ctx context.Context) ([]etcd.Member, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.ProbeTimeout)
 	defer cancel()
 	return r.Etcd.MemberList(ctx)
@@ -206,7 +203,7 @@ func onServerError(write func() error) error {
 
 // syncFinalizer holds FinalizerMember exactly while the member is in etcd: a deletion the
 // admission policy let through (spec.leave is set) then waits until the leave is done.
-func (r *LeaveReconciler) syncFinalizer(ctx context.Context, m *v1alpha1.EtcdMember) error {
+func (r *MembershipReconciler) syncFinalizer(ctx context.Context, m *v1alpha1.EtcdMember) error {
 	want := status.IsTrue(m, v1alpha1.ConditionJoined)
 	if controllerutil.ContainsFinalizer(m, v1alpha1.FinalizerMember) == want {
 		return nil
@@ -222,7 +219,7 @@ func (r *LeaveReconciler) syncFinalizer(ctx context.Context, m *v1alpha1.EtcdMem
 	return nil
 }
 
-func (r *LeaveReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember, members []etcd.Member, head *headStart) (ctrl.Result, error) {
+func (r *MembershipReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember, members []etcd.Member, head *headStart) (ctrl.Result, error) {
 	m.Status.ObservedGeneration = m.Generation
 	id, err := etcd.ParseID(m.Status.MemberID)
 	if err != nil {
@@ -292,198 +289,8 @@ func soonest(a, b ctrl.Result) ctrl.Result {
 	return a
 }
 
-// removal says who removed a member that is no longer in etcd.
-type removal int
-
-const (
-	// removedElsewhere: nobody etcdmember knows of (etcdctl, another tool), or a request since
-	// cancelled.
-	removedElsewhere removal = iota
-	removedOnRequest
-	evictedStalled
-)
-
-// whoRemoved tells whether a leader removed member id before this reconcile: the object already
-// records the outcome, or etcd holds an intent naming the object's current leave request or its
-// eviction. An intent this reconcile's head start stored proves nothing; one it found already
-// stored does. An intent of an earlier request, since cancelled, proves nothing either: a removal
-// by someone else after the cancel is not ours.
-func (r *LeaveReconciler) whoRemoved(ctx context.Context, m *v1alpha1.EtcdMember, id uint64, head *headStart) (removal, error) {
-	switch {
-	case status.HasReason(m, v1alpha1.ConditionJoined, v1alpha1.ReasonRemoved):
-		return removedOnRequest, nil
-	case status.HasReason(m, v1alpha1.ConditionJoined, v1alpha1.ReasonEvicted),
-		// Agents before the eviction intent wrote Evicting before the removal instead.
-		status.HasReason(m, v1alpha1.ConditionPromoted, v1alpha1.ReasonEvicting):
-		return evictedStalled, nil
-	case m.RecordedGone():
-		return removedElsewhere, nil
-	}
-	var (
-		prior string
-		err   error
-	)
-	if head.intending() {
-		prior, err = head.priorIntent()
-	} else {
-		prior, err = r.Intents.Get(ctx, id)
-	}
-	switch {
-	case err != nil:
-		return removedElsewhere, err
-	case m.Spec.Leave && prior == leaveRequest(m):
-		return removedOnRequest, nil
-	case prior == evictionRequest(m):
-		return evictedStalled, nil
-	}
-	return removedElsewhere, nil
-}
-
-// leaveRequest names the object's current leave request in its intent: any change of spec, a
-// cancel or a new request, moves the generation on.
-func leaveRequest(m *v1alpha1.EtcdMember) string {
-	return fmt.Sprintf("%s uid=%s generation=%d", m.Name, m.UID, m.Generation)
-}
-
-// evictionRequest names the eviction of the learner the object records.
-func evictionRequest(m *v1alpha1.EtcdMember) string {
-	return fmt.Sprintf("evict %s uid=%s member=%s", m.Name, m.UID, m.Status.MemberID)
-}
-
-// markGone records that the member is no longer in etcd, and who removed it: a leader that
-// stopped mid-removal still has it reported as its own.
-func markGone(m *v1alpha1.EtcdMember, by removal) {
-	switch by {
-	case evictedStalled:
-		evicted(m)
-		return
-	case removedOnRequest:
-		removed(m)
-		return
-	}
-	if !status.HasReason(m, v1alpha1.ConditionJoined, v1alpha1.ReasonNotFound) {
-		status.Set(m, v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonNotFound,
-			fmt.Sprintf("Member %s is no longer in etcd's member list and etcdmember did not remove it. If the node is gone, delete this object; if it re-joins, its agent takes the object over.", m.Status.MemberID))
-	}
-	if m.Spec.Leave && !status.IsTrue(m, v1alpha1.ConditionLeft) {
-		status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonNotFound,
-			fmt.Sprintf("Member %s was already gone from etcd; nothing was removed.", m.Status.MemberID))
-	}
-}
-
-func removed(m *v1alpha1.EtcdMember) {
-	msg := fmt.Sprintf("Member %s was removed from etcd on request.", m.Status.MemberID)
-	status.Set(m, v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonRemoved, msg)
-	status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved, msg)
-}
-
-// leave carries out a leave request for a member that is still in etcd, using what head started.
-func (r *LeaveReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, head *headStart) (ctrl.Result, error) {
-	log := logf.FromContext(ctx).WithValues("memberID", m.Status.MemberID)
-	if r.leaveSeen == nil {
-		r.leaveSeen = map[types.UID]time.Time{}
-	}
-	if _, ok := r.leaveSeen[m.UID]; !ok {
-		r.leaveSeen[m.UID] = r.now()
-	}
-	if target.ID == r.Leadership.LocalMemberID() {
-		return r.handOver(ctx, m, target), nil
-	}
-	if !r.guard(ctx, m, target, members, head.votersFor(members)) {
-		// An intent stored for a removal that did not happen must not make a later removal by
-		// someone else look like ours. A write that failed may have landed all the same.
-		if head.intending() {
-			_, _ = head.priorIntent()
-			if err := r.Intents.Delete(ctx, target.ID); err != nil {
-				return ctrl.Result{}, err
-			}
-		}
-		return ctrl.Result{RequeueAfter: r.RecheckInterval}, nil
-	}
-	if head.intending() {
-		if _, err := head.priorIntent(); err != nil {
-			return ctrl.Result{}, err
-		}
-	} else if _, err := r.Intents.Put(ctx, target.ID, leaveRequest(m)); err != nil {
-		return ctrl.Result{}, err
-	}
-	log.Info("Removing member from etcd", "peerURLs", target.PeerURLs)
-	if err := r.removeMember(ctx, m, target, "removing", stillLeaving, head); err != nil {
-		if errors.Is(err, errNotWanted) {
-			// Cancelled after the intent was stored: withdrawn, so a later removal by someone
-			// else is not reported as ours. A leader whose term ended leaves that to the next.
-			return ctrl.Result{}, errors.Join(err, r.Intents.Delete(ctx, target.ID))
-		}
-		if errors.Is(err, ErrFenced) {
-			return ctrl.Result{}, err
-		}
-		status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonEtcdError,
-			fmt.Sprintf("etcd did not remove member %s; the leader retries with back-off. etcd's error is in the EtcdError Event and the leading agent's log; check the health of the etcd cluster.", m.Status.MemberID))
-		return ctrl.Result{}, err
-	}
-	removed(m)
-	log.Info("Removed member from etcd", "stepsMs", head.timings().millis())
-	metrics.LeaveDuration.Observe(r.now().Sub(r.leaveSeen[m.UID]).Seconds())
-	delete(r.leaveSeen, m.UID)
-	return ctrl.Result{}, nil
-}
-
-// removeMember removes the member from etcd once fence agrees, on the head start's reads when
-// they are fresh enough; one already gone counts as removed.
-func (r *LeaveReconciler) removeMember(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, change string, wanted func(*v1alpha1.EtcdMember) bool, head *headStart) error {
-	failpoint.Hit(failpoint.LeaveBeforeRemove)
-	reads, fresh := head.fenceReads(r.now(), fenceFreshness)
-	if !fresh {
-		reads = r.readFence(ctx, m, r.now(), head.timings())
-	}
-	if err := reads.verdict(m, change, wanted); err != nil {
-		return err
-	}
-	head.timings().done(stepRemoveSent)
-	if err := r.Etcd.MemberRemove(ctx, target.ID); err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) && !r.goneAfter(ctx, target.ID, err) {
-		return err
-	}
-	head.timings().done(stepRemoved)
-	failpoint.Hit(failpoint.LeaveAfterRemove)
-	return nil
-}
-
-// goneAfter tells whether a MemberRemove that failed took effect all the same. The leader's calls
-// go to every serving voter, the member being removed among them, and that member stops as it
-// applies its own removal: its answer can be "etcdserver: server stopped" for a removal that was
-// committed (seen in make bench). Any member's list without it proves the removal; a list that
-// still has it, or none, leaves the error to the retry.
-func (r *LeaveReconciler) goneAfter(ctx context.Context, id uint64, removeErr error) bool {
-	ctx, cancel := context.WithTimeout(ctx, r.ProbeTimeout)
-	defer cancel()
-	members, err := r.Etcd.MemberList(ctx)
-	if err != nil || slices.ContainsFunc(members, func(m etcd.Member) bool { return m.ID == id }) {
-		return false
-	}
-	logf.FromContext(ctx).Info("The removal's answer was an error, yet the member list no longer has the member", "memberID", etcd.IDString(id), "error", removeErr.Error())
-	return true
-}
-
-// handOver deals with a leave for the leader's own member.
-func (r *LeaveReconciler) handOver(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member) ctrl.Result {
-	if r.Leadership.HandOver(target.ID) {
-		logf.FromContext(ctx).Info("Handing leadership over to remove own member", "memberID", m.Status.MemberID)
-		// Once nobody took over, keep saying so while retrying rather than flapping.
-		if !status.HasReason(m, v1alpha1.ConditionLeft, v1alpha1.ReasonNoOtherAgent) {
-			status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonHandingOver,
-				"The leading agent runs on this member's node and never removes its own member; it is handing leadership to another agent, which will remove it.")
-		}
-		return ctrl.Result{}
-	}
-	status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonNoOtherAgent,
-		// No interval in the message: it grows with every attempt, and each new message would be a
-		// status write and a Warning Event.
-		"No other etcdmember agent took over leadership, and the agent on this member's node cannot remove its own member. Start the agent on another etcd node (the hand-over is retried with back-off), or remove the member with etcdctl.")
-	return ctrl.Result{RequeueAfter: r.HandOverRetry}
-}
-
 // now reads the reconciler's clock.
-func (r *LeaveReconciler) now() time.Time {
+func (r *MembershipReconciler) now() time.Time {
 	if r.Clock == nil {
 		return time.Now()
 	}

@@ -35,7 +35,7 @@ func TestUnreachableTimedFromReasonChange(t *testing.T) {
 	// Member 4 is down for etcd too, so the other voters confirm it (askPeers).
 	peers := etcdfake.New(etcdfake.Voters(4)...)
 	peers.Set(4, func(m *etcdfake.Member) { m.Down = true })
-	r := &LeaveReconciler{
+	r := &MembershipReconciler{
 		Client: c, Events: &events.Recorder{Client: c, Namespace: "kube-system"}, Peers: peers,
 		RemoveUnreachableAfter: time.Minute, MinVoters: 3, Clock: clk, ProbeTimeout: time.Second,
 	}
@@ -117,7 +117,7 @@ func TestLearnerStallCountsFromLastProgress(t *testing.T) {
 // itself would fail, so the test stops short of it and checks the requeue it asks for.
 func TestLearnerEvictionWaitsForStall(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	r := &LeaveReconciler{LearnerStallTimeout: 10 * time.Minute, RecheckInterval: time.Second, Clock: clk}
+	r := &MembershipReconciler{LearnerStallTimeout: 10 * time.Minute, RecheckInterval: time.Second, Clock: clk}
 	voters := []etcd.Member{{ID: 1}, {ID: 2}, {ID: 3}}
 	target := etcd.Member{ID: 4, IsLearner: true}
 	probes := func(learnerIndex uint64) Probes {

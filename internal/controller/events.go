@@ -15,7 +15,7 @@ import (
 // announced once however often it is re-checked. Conditions carry stable messages; the error
 // behind a failure (actErr, or the latest probe's) varies from one attempt to the next, so it goes
 // into the Event that announces the failure, and into the log, never into the condition.
-func (r *LeaveReconciler) recordTransition(ctx context.Context, before, after *v1alpha1.EtcdMember, actErr error) {
+func (r *MembershipReconciler) recordTransition(ctx context.Context, before, after *v1alpha1.EtcdMember, actErr error) {
 	withErr := func(c *metav1.Condition) string {
 		if c.Reason == v1alpha1.ReasonEtcdError && actErr != nil {
 			return c.Message + " etcd said: " + actErr.Error()
@@ -64,7 +64,7 @@ func (r *LeaveReconciler) recordTransition(ctx context.Context, before, after *v
 }
 
 // probeError is the error of the member's latest probe, as a sentence to append, or "".
-func (r *LeaveReconciler) probeError(m *v1alpha1.EtcdMember) string {
+func (r *MembershipReconciler) probeError(m *v1alpha1.EtcdMember) string {
 	id, err := etcd.ParseID(m.Status.MemberID)
 	if err != nil {
 		return ""
