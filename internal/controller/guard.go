@@ -72,16 +72,16 @@ func recordForced(m *v1alpha1.EtcdMember, forced bool, verdict quorum.Verdict) {
 
 // setRemovable answers the pre-flight question for a listed member from the latest periodic
 // probe: would removing it now keep quorum?
-func setRemovable(m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, probes Probes, probed bool) {
-	if target.IsLearner {
+func setRemovable(m *v1alpha1.EtcdMember, v view) {
+	if v.target.IsLearner {
 		status.Set(m, v1alpha1.ConditionRemovable, metav1.ConditionTrue, v1alpha1.ReasonLearner,
 			"The member is a learner: removing it does not change the quorum.")
 		return
 	}
-	if !probed {
+	if !v.probed {
 		return
 	}
-	setRemovableFrom(m, quorum.CheckRemoval(quorumVoters(members, probes), target.ID, m.Name))
+	setRemovableFrom(m, quorum.CheckRemoval(quorumVoters(v.members, v.probes), v.target.ID, m.Name))
 }
 
 // setRemovableFrom writes a voter's Removable condition from a verdict of the quorum guard.

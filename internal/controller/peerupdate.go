@@ -25,25 +25,25 @@ import (
 // the member would keep quorum, and the next one waits until a probe round after it has shown
 // what it did. It tells whether it changed etcd (the reconcile then ends, one change being
 // enough), and when to look again at an update that waits.
-func (r *MembershipReconciler) updatePeerURLs(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, probes Probes, probed bool) (bool, ctrl.Result, error) {
+func (r *MembershipReconciler) updatePeerURLs(ctx context.Context, m *v1alpha1.EtcdMember, v view) (bool, ctrl.Result, error) {
 	want := m.Status.AdvertisedPeerURLs
-	if len(want) == 0 || peerurl.SameSet(target.PeerURLs, want) {
+	if len(want) == 0 || peerurl.SameSet(v.target.PeerURLs, want) {
 		r.peerNotices.forget(m.UID)
 		return false, ctrl.Result{}, nil
 	}
-	fromTo := fmt.Sprintf("%s -> %s", strings.Join(target.PeerURLs, ","), strings.Join(want, ","))
+	fromTo := fmt.Sprintf("%s -> %s", strings.Join(v.target.PeerURLs, ","), strings.Join(want, ","))
 	recheck := ctrl.Result{RequeueAfter: r.RecheckInterval}
-	if owner, ok := etcd.PeerURLHolder(members, target.ID, want); ok {
+	if owner, ok := etcd.PeerURLHolder(v.members, v.target.ID, want); ok {
 		r.peerNotices.warn(ctx, r, m, v1alpha1.ReasonPeerURLsUpdateRefused, fromTo, fmt.Sprintf(
 			"Not updating the peer URLs of member %s (%s): member %s already has one of them. Fix --advertise-peer-urls on this member's node.",
 			m.Status.MemberID, fromTo, etcd.IDString(owner.ID)))
 		return false, recheck, nil
 	}
-	if !probed || !r.settledSince(probes, members, r.lastPeerUpdate) {
+	if !v.probed || !r.settledSince(v.probes, v.members, r.lastPeerUpdate) {
 		return false, recheck, nil
 	}
-	if !target.IsLearner {
-		if verdict := quorum.CheckRemoval(quorumVoters(members, probes), target.ID, m.Name); !verdict.Allowed {
+	if !v.target.IsLearner {
+		if verdict := quorum.CheckRemoval(quorumVoters(v.members, v.probes), v.target.ID, m.Name); !verdict.Allowed {
 			r.peerNotices.warn(ctx, r, m, v1alpha1.ReasonPeerURLsUpdateRefused, fromTo, fmt.Sprintf(
 				"Not updating the peer URLs of member %s (%s) yet: should the new URLs not work, losing the member would cost quorum (%s). Re-checked every %s; bring the unhealthy members back.",
 				m.Status.MemberID, fromTo, verdict.Message, r.RecheckInterval))
@@ -54,8 +54,8 @@ func (r *MembershipReconciler) updatePeerURLs(ctx context.Context, m *v1alpha1.E
 		return peerurl.SameSet(fresh.Status.AdvertisedPeerURLs, want)
 	}
 	update := change{verb: "updating the peer URLs of", wanted: stillAdvertised,
-		call: func(ctx context.Context) error { return r.Etcd.MemberUpdate(ctx, target.ID, want) }}
-	err := r.makeChange(ctx, m, target, update, nil)
+		call: func(ctx context.Context) error { return r.Etcd.MemberUpdate(ctx, v.target.ID, want) }}
+	err := r.makeChange(ctx, m, v.target, update, nil)
 	if errors.Is(err, ErrFenced) {
 		return false, ctrl.Result{}, err
 	}
@@ -66,7 +66,7 @@ func (r *MembershipReconciler) updatePeerURLs(ctx context.Context, m *v1alpha1.E
 	}
 	// Compared with the probes' start times, which are wall-clock.
 	r.lastPeerUpdate = time.Now()
-	logf.FromContext(ctx).Info("Updated peer URLs", "memberID", m.Status.MemberID, "from", target.PeerURLs, "to", want)
+	logf.FromContext(ctx).Info("Updated peer URLs", "memberID", m.Status.MemberID, "from", v.target.PeerURLs, "to", want)
 	r.Events.Normal(ctx, m, v1alpha1.ReasonPeerURLsUpdated, "UpdatePeerURLs",
 		fmt.Sprintf("Updated the peer URLs of member %s: %s", m.Status.MemberID, fromTo))
 	r.peerNotices.forget(m.UID)

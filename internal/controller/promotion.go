@@ -29,38 +29,38 @@ const (
 // larger quorum is safe, and evicts it once it has made no progress for LearnerStallTimeout, so
 // that it no longer blocks the next join (etcd allows one learner). A big learner that is still
 // replicating is never evicted for the time that takes; see timers.stalledFor.
-func (r *MembershipReconciler) learner(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, probes Probes, probed bool) (ctrl.Result, error) {
+func (r *MembershipReconciler) learner(ctx context.Context, m *v1alpha1.EtcdMember, v view) (ctrl.Result, error) {
 	if c := status.Get(m, v1alpha1.ConditionPromoted); c == nil || c.Status != metav1.ConditionFalse || c.Reason == v1alpha1.ReasonStalled {
 		// Stalled belongs to an earlier member the object recorded.
 		status.Remove(m, v1alpha1.ConditionPromoted)
 		status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonCatchingUp, "The learner was seen for the first time.")
 	}
-	h, answered := probes.Members[target.ID]
-	stalled := r.timers.stalledFor(target.ID, h.Status.RaftIndex, probed && answered && h.Reachable, highestVoterIndex(members, probes), r.now())
+	h, answered := v.probes.Members[v.target.ID]
+	stalled := r.timers.stalledFor(v.target.ID, h.Status.RaftIndex, v.probed && answered && h.Reachable, highestVoterIndex(v.members, v.probes), r.now())
 	if stalled >= r.LearnerStallTimeout {
-		return r.evict(ctx, m, target)
+		return r.evict(ctx, m, v.target)
 	}
 	// No deadline in the messages: it moves with every bit of progress, and each new message
 	// would be a status write and an Event.
 	eviction := fmt.Sprintf("It is removed if it makes no progress for --learner-stall-timeout %s.", r.LearnerStallTimeout)
 	remaining := r.LearnerStallTimeout - stalled
 	untilDeadline := ctrl.Result{RequeueAfter: remaining}
-	if len(target.ClientURLs) == 0 {
+	if len(v.target.ClientURLs) == 0 {
 		status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonNotStarted,
 			"The learner has not started: start etcd on its node with the settings `etcdmember join` printed. "+eviction)
 		return untilDeadline, nil
 	}
-	if !probed {
+	if !v.probed {
 		return ctrl.Result{RequeueAfter: min(r.RecheckInterval, remaining)}, nil
 	}
-	verdict := quorum.CheckPromotion(quorumVoters(members, probes), probes.Healthy(target.ID), m.Name)
+	verdict := quorum.CheckPromotion(quorumVoters(v.members, v.probes), v.probes.Healthy(v.target.ID), m.Name)
 	if !verdict.Allowed {
 		status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk,
 			fmt.Sprintf("Not promoting: %s. Re-checked every %s; bring the unhealthy members back. %s", verdict.Message, r.RecheckInterval, eviction))
 		return ctrl.Result{RequeueAfter: min(r.RecheckInterval, remaining)}, nil
 	}
-	err := r.makeChange(ctx, m, target, change{verb: "promoting", wanted: anyState,
-		call: func(ctx context.Context) error { return r.Etcd.MemberPromote(ctx, target.ID) }}, nil)
+	err := r.makeChange(ctx, m, v.target, change{verb: "promoting", wanted: anyState,
+		call: func(ctx context.Context) error { return r.Etcd.MemberPromote(ctx, v.target.ID) }}, nil)
 	if errors.Is(err, ErrFenced) {
 		return ctrl.Result{}, err
 	}
@@ -76,7 +76,7 @@ func (r *MembershipReconciler) learner(ctx context.Context, m *v1alpha1.EtcdMemb
 	}
 	logf.FromContext(ctx).Info("Promoted learner to voter", "memberID", m.Status.MemberID)
 	r.promoteBackoff().Forget(m.UID)
-	r.timers.forget(target.ID)
+	r.timers.forget(v.target.ID)
 	metrics.LearnerPromotions.Inc()
 	m.Status.IsLearner = false
 	status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionTrue, v1alpha1.ReasonPromoted,

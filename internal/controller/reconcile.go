@@ -219,33 +219,59 @@ func (r *MembershipReconciler) syncFinalizer(ctx context.Context, m *v1alpha1.Et
 	return nil
 }
 
+// reconcile observes the object's member, then goes on with the one kind of change its state
+// calls for (act). An object that records no listed member has nothing left to change.
 func (r *MembershipReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember, members []etcd.Member, head *headStart) (ctrl.Result, error) {
 	m.Status.ObservedGeneration = m.Generation
+	v, listed, err := r.observe(ctx, m, members, head)
+	if err != nil || !listed {
+		return ctrl.Result{}, err
+	}
+	return r.act(ctx, m, v, head)
+}
+
+// observe writes status from etcd and the probes only, and tells whether etcd lists the member.
+// A member no longer listed is recorded as gone, with who removed it.
+func (r *MembershipReconciler) observe(ctx context.Context, m *v1alpha1.EtcdMember, members []etcd.Member, head *headStart) (view, bool, error) {
 	id, err := etcd.ParseID(m.Status.MemberID)
 	if err != nil {
 		if m.Spec.Leave {
 			status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonNoMemberID,
 				"The object records no etcd member ID, so there is no member to remove. Wait for the agent on the node to register it, or delete the object if the node is gone.")
 		}
-		return ctrl.Result{}, nil
+		return view{}, false, nil
 	}
 	target, found := etcd.FindMember(members, id)
 	if !found {
 		by, err := r.whoRemoved(ctx, m, id, head)
 		if err != nil {
-			return ctrl.Result{}, err
+			return view{}, false, err
 		}
 		markGone(m, by)
 		forgetHealth(m)
 		r.timers.forget(id)
-		return ctrl.Result{}, nil
+		return view{}, false, nil
 	}
 	status.Observe(m, target)
 	probes, probed := r.Probes()
 	if probed {
 		r.observeHealth(m, target, probes)
 	}
-	setRemovable(m, target, members, probes, probed)
+	v := view{target, members, probes, probed}
+	setRemovable(m, v)
+	return v, true, nil
+}
+
+// act goes on with a listed member, in this order of priority:
+//  1. a leave request naming an earlier member of the object: refused, nothing changes;
+//  2. a leave request: the removal (removal.go), or the hand-over of the leader's own member;
+//  3. otherwise, a cancelled request's intent is withdrawn, so that a later removal by someone
+//     else does not look like ours, and then
+//  4. the peer-URL update the member's agent asks for (peerupdate.go), which ends the reconcile
+//     when it changed etcd; one that waits still lets the next step run;
+//  5. a learner's promotion or eviction (promotion.go, eviction.go), or a voter's unreachable
+//     policy (unreachable.go).
+func (r *MembershipReconciler) act(ctx context.Context, m *v1alpha1.EtcdMember, v view, head *headStart) (ctrl.Result, error) {
 	if m.Spec.Leave && !m.LeaveAsked() {
 		status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonMemberMismatch,
 			fmt.Sprintf("spec.memberID asks for the removal of member %s, but this object now records member %s (its node re-joined); nothing is removed. Set spec.leave to false, or spec.memberID to %s to remove the new member.",
@@ -255,28 +281,27 @@ func (r *MembershipReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMe
 	if m.Spec.Leave {
 		// Asked to leave, by an operator or by the policy: nothing is held back any more.
 		status.Remove(m, v1alpha1.ConditionUnreachableLeaveHeld)
-		return r.leave(ctx, m, target, members, head)
+		return r.leave(ctx, m, v.target, v.members, head)
 	}
 	if c := status.Get(m, v1alpha1.ConditionLeft); c != nil && c.Status == metav1.ConditionFalse {
-		// A cancelled request may have left an intent behind (a failed removal, a leader that
-		// stopped); it must not make a later removal by someone else look like ours.
-		if err := r.Intents.Delete(ctx, id); err != nil {
+		// A failed removal, or a leader that stopped, may have left the intent behind.
+		if err := r.Intents.Delete(ctx, v.target.ID); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	// A cancelled request leaves nothing to report.
 	status.Remove(m, v1alpha1.ConditionLeft)
 	delete(r.leaveSeen, m.UID)
-	updated, recheck, err := r.updatePeerURLs(ctx, m, target, members, probes, probed)
+	updated, recheck, err := r.updatePeerURLs(ctx, m, v)
 	if updated || err != nil {
 		return recheck, err
 	}
 	var result ctrl.Result
-	if target.IsLearner {
-		result, err = r.learner(ctx, m, target, members, probes, probed)
+	if v.target.IsLearner {
+		result, err = r.learner(ctx, m, v)
 	} else {
 		votedElsewhere(m)
-		result, err = r.removeIfUnreachable(ctx, m, target, members, probes, probed)
+		result, err = r.removeIfUnreachable(ctx, m, v)
 	}
 	return soonest(result, recheck), err
 }
@@ -295,4 +320,14 @@ func (r *MembershipReconciler) now() time.Time {
 		return time.Now()
 	}
 	return r.Clock.Now()
+}
+
+// view is what one reconcile knows of an object's member, read-only: the member as etcd lists it
+// (target), the member list it is in, and the latest periodic probes (probed false before the
+// first round). The object itself, whose status the reconcile writes, goes alongside.
+type view struct {
+	target  etcd.Member
+	members []etcd.Member
+	probes  Probes
+	probed  bool
 }

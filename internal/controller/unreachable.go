@@ -25,17 +25,17 @@ import (
 // would be left with fewer than MinVoters voters, nor when the pre-flight check already says the
 // removal would be refused, nor unless etcd itself confirms the member down (askPeers): the
 // leader's probes only say that the leader cannot reach it.
-func (r *MembershipReconciler) removeIfUnreachable(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, probes Probes, probed bool) (ctrl.Result, error) {
+func (r *MembershipReconciler) removeIfUnreachable(ctx context.Context, m *v1alpha1.EtcdMember, v view) (ctrl.Result, error) {
 	if r.RemoveUnreachableAfter <= 0 {
 		status.Remove(m, v1alpha1.ConditionUnreachableLeaveHeld)
 		return ctrl.Result{}, nil
 	}
-	if !probed {
+	if !v.probed {
 		return ctrl.Result{}, nil
 	}
 	c := status.Get(m, v1alpha1.ConditionHealthy)
 	unreachable := c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonUnreachable
-	down := r.timers.unreachableFor(target.ID, unreachable, r.now())
+	down := r.timers.unreachableFor(v.target.ID, unreachable, r.now())
 	if !unreachable {
 		status.Remove(m, v1alpha1.ConditionUnreachableLeaveHeld)
 		return ctrl.Result{}, nil
@@ -44,12 +44,12 @@ func (r *MembershipReconciler) removeIfUnreachable(ctx context.Context, m *v1alp
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	log := logf.FromContext(ctx).WithValues("memberID", m.Status.MemberID)
-	voters := quorumVoters(members, probes)
+	voters := quorumVoters(v.members, v.probes)
 	if len(voters)-1 < r.MinVoters {
 		log.V(1).Info("Not asking an unreachable member to leave: too few voters would remain", "voters", len(voters), "minVoters", r.MinVoters)
 		return ctrl.Result{}, nil
 	}
-	if verdict := quorum.CheckRemoval(voters, target.ID, m.Name); !verdict.Allowed {
+	if verdict := quorum.CheckRemoval(voters, v.target.ID, m.Name); !verdict.Allowed {
 		log.V(1).Info("Not asking an unreachable member to leave: the quorum guard would refuse", "verdict", verdict.Message)
 		return ctrl.Result{}, nil
 	}
@@ -62,24 +62,24 @@ func (r *MembershipReconciler) removeIfUnreachable(ctx context.Context, m *v1alp
 		// The next outage starts a new lastTransitionTime and is judged afresh.
 		return ctrl.Result{}, nil
 	}
-	view := r.askPeers(ctx, target, members, probes)
-	reason, msg := view.holdBack(target, r.RemoveUnreachableAfter, r.leaderNode(members))
+	peers := r.askPeers(ctx, v.target, v.members, v.probes)
+	reason, msg := peers.holdBack(v.target, r.RemoveUnreachableAfter, r.leaderNode(v.members))
 	if reason == holdSampling {
-		log.V(1).Info("Measuring whether etcd's leader still hears an unreachable member", "etcdLeader", names([]etcd.Member{*view.leader}), "window", silenceWindow)
+		log.V(1).Info("Measuring whether etcd's leader still hears an unreachable member", "etcdLeader", names([]etcd.Member{*peers.leader}), "window", silenceWindow)
 		return ctrl.Result{RequeueAfter: silenceWindow}, nil
 	}
 	if reason != "" {
 		// Re-checked every --recheck-interval rather than at the next change of health: a member
 		// that dies for real while cut off from the leader changes nothing the leader probes.
-		r.announceHold(ctx, m, target.ID, since, reason, msg, view)
+		r.announceHold(ctx, m, v.target.ID, since, reason, msg, peers)
 		return ctrl.Result{RequeueAfter: r.RecheckInterval}, nil
 	}
 	if err := r.requestLeave(ctx, m, why); err != nil {
 		return ctrl.Result{}, err
 	}
-	etcdLeader := names([]etcd.Member{*view.leader})[0]
+	etcdLeader := names([]etcd.Member{*peers.leader})[0]
 	log.Info("Asked an unreachable member to leave", "unhealthySince", since, "unreachableFor", down.Round(time.Second),
-		"notHeardBy", etcdLeader, "unreadable", errorStrings(view.errs))
+		"notHeardBy", etcdLeader, "unreadable", errorStrings(peers.errs))
 	metrics.UnreachableLeaves.Inc()
 	r.Events.Warning(ctx, m, v1alpha1.ReasonUnreachableMember, "Leave",
 		fmt.Sprintf("Member %s has been %s, and etcd no longer hears from it either (etcd's leader %s received nothing from it for %s). Asking it to leave. The quorum guard still applies; set spec.leave to false to cancel.",
