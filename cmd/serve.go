@@ -18,7 +18,7 @@ func newServeCommand(r *root) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:    "serve",
 		Hidden: true,
-		Short:  "Run the node agent: register this node's etcd member and take part in running the leave controller",
+		Short:  "Run the node agent: register this node's etcd member and take part in running the membership reconciler",
 		Long: `serve runs the node agent, on every etcd node (a static pod, DaemonSet or systemd unit; not on
 an operator's laptop). It reaches the API server through kubectl's connection flags (--kubeconfig,
 or the in-cluster service account). It learns which member is local from the local etcd
@@ -42,7 +42,7 @@ leader removes members whose object has spec.leave: true, one at a time, never i
 	f.StringVar(&opts.EtcdCert, "etcd-cert", "", "Client certificate for etcd.")
 	f.StringVar(&opts.EtcdKey, "etcd-key", "", "Client key for etcd.")
 	f.StringVar(&opts.Name, "name", "", "Object name of the local member (default: the local member's etcd name).")
-	f.BoolVar(&opts.LeaderElect, "leader-elect", opts.LeaderElect, "Elect one agent to run the leave controller. Without it this agent always leads, and can never remove its own member.")
+	f.BoolVar(&opts.LeaderElect, "leader-elect", opts.LeaderElect, "Elect one agent to run the membership reconciler. Without it this agent always leads, and can never remove its own member.")
 	f.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", opts.LeaderElectionNamespace, "Namespace of the leader election Lease.")
 	f.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", opts.LeaseDuration, "How long a leader's Lease holds without renewal; bounds failover time.")
 	f.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", opts.RenewDeadline, "How long the leader keeps trying to renew before giving up leadership.")

@@ -61,9 +61,9 @@ const (
 	ReasonEtcdError = "EtcdError"
 )
 
-// AnnotationForceLeave, set to "true" on an EtcdMember, makes the leave controller skip its quorum
-// guard for that member. For disaster recovery only: removing a healthy voter while others are
-// down can cost the cluster its quorum. etcd's own --strict-reconfig-check still applies, and
+// AnnotationForceLeave, set to "true" on an EtcdMember, makes the membership reconciler skip its
+// quorum guard for that member. For disaster recovery only: removing a healthy voter while others
+// are down can cost the cluster its quorum. etcd's own --strict-reconfig-check still applies, and
 // every forced removal is recorded in a Warning Event.
 const AnnotationForceLeave = "etcdmember.io/force-leave"
 

@@ -6,7 +6,7 @@ import (
 
 // EtcdMemberSpec is what an operator asks of a member.
 type EtcdMemberSpec struct {
-	// leave asks for this member's removal from etcd. The leave controller removes the member
+	// leave asks for this member's removal from etcd. The membership reconciler removes the member
 	// recorded in status.memberID (never a member found by name) and reports progress and outcome in
 	// the Left condition. Setting it back to false cancels a request that has not completed yet.
 	// +kubebuilder:default=false

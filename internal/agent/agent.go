@@ -1,5 +1,5 @@
 // Package agent runs on every etcd node: it registers the local member as an EtcdMember object
-// and takes part in electing the leader that runs the leave controller.
+// and takes part in electing the leader that runs the membership reconciler.
 package agent
 
 import (
@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -200,27 +201,11 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	log.Info("Local etcd member found", "memberID", etcd.IDString(local))
 
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	metricsOpts, err := metricsServing(opts.MetricsBindAddress, opts.MetricsSecure, opts.MetricsCertDir)
+	mgr, err := newManager(restConfig, opts, log)
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
-		Scheme:                 scheme,
-		Logger:                 log,
-		Metrics:                metricsOpts,
-		HealthProbeBindAddress: opts.HealthProbeBindAddress,
-	})
-	if err != nil {
-		return fmt.Errorf("creating the manager: %w", err)
-	}
-	writer, err := client.New(restConfig, client.Options{Scheme: scheme, FieldOwner: v1alpha1.FieldManagerAgent})
+	writer, err := client.New(restConfig, client.Options{Scheme: mgr.GetScheme(), FieldOwner: v1alpha1.FieldManagerAgent})
 	if err != nil {
 		return fmt.Errorf("creating the API client: %w", err)
 	}
@@ -243,6 +228,40 @@ func Run(ctx context.Context, opts Options) error {
 	if recorder.Instance == "" {
 		recorder.Instance = lead.identity
 	}
+	if err := addAgent(mgr, registrar, lead); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// newManager makes the agent's manager, which serves its metrics and health probes.
+func newManager(restConfig *rest.Config, opts Options, log logr.Logger) (ctrl.Manager, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	metricsOpts, err := metricsServing(opts.MetricsBindAddress, opts.MetricsSecure, opts.MetricsCertDir)
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                 scheme,
+		Logger:                 log,
+		Metrics:                metricsOpts,
+		HealthProbeBindAddress: opts.HealthProbeBindAddress,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the manager: %w", err)
+	}
+	return mgr, nil
+}
+
+// addAgent adds the agent's two runnables, registration and leadership, and its health checks:
+// ready once the local member is registered.
+func addAgent(mgr ctrl.Manager, registrar *Registrar, lead *leadership) error {
 	if err := mgr.Add(registrar); err != nil {
 		return err
 	}
@@ -252,10 +271,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("registered", func(*http.Request) error { return registrar.Ready() }); err != nil {
-		return err
-	}
-	return mgr.Start(ctx)
+	return mgr.AddReadyzCheck("registered", func(*http.Request) error { return registrar.Ready() })
 }
 
 // waitForLocalMember asks the local endpoint for its member ID until it answers: at boot the

@@ -1,4 +1,4 @@
-// The term loop: the leave controller runs in leadership terms, each one a fresh manager that
+// The term loop: the membership reconciler runs in leadership terms, each one a fresh manager that
 // campaigns for the Lease. Giving leadership up (a hand-over, a withdrawal before winning, a local
 // member gone unusable) then only ends a term, and the next campaign starts with a new manager,
 // cache and reconciler. The reconciler sees its term only through controller.Leadership (term).
@@ -35,7 +35,7 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
-// leadership runs the leave controller in leadership terms. Each term is a fresh manager that
+// leadership runs the membership reconciler in leadership terms. Each term is a fresh manager that
 // campaigns for the Lease; a term ends when ctx ends, when leadership is lost, when the leader
 // steps down so that another agent can remove this node's own member, or when this node's own
 // member is asked to leave while the term is still campaigning.
@@ -75,24 +75,8 @@ func (l *leadership) NeedLeaderElection() bool { return false }
 func (l *leadership) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("leadership")
 	ctx = logf.IntoContext(ctx, log)
-	if l.opts.LeaderElect {
-		own, err := startOwnLeave(ctx, l.rest, l.registrar.Client.Scheme(), l.registrar.LocalMemberID)
-		if err != nil {
-			return err
-		}
-		l.own = own
-		if l.releases, err = startLeaseReleases(ctx, l.rest, l.opts.LeaderElectionNamespace); err != nil {
-			return err
-		}
-	}
-	// Every term's manager shares one REST mapper: a fresh one asked the apiserver's discovery
-	// again at each term, before the term's first list of EtcdMembers.
-	httpClient, err := rest.HTTPClientFor(l.rest)
-	if err != nil {
-		return fmt.Errorf("creating the leader's HTTP client: %w", err)
-	}
-	if l.mapper, err = apiutil.NewDynamicRESTMapper(l.rest, httpClient); err != nil {
-		return fmt.Errorf("creating the leader's REST mapper: %w", err)
+	if err := l.prepare(ctx); err != nil {
+		return err
 	}
 	for ctx.Err() == nil {
 		// A campaign that holdOff let through although the own leave is pending is deliberate
@@ -121,28 +105,93 @@ func (l *leadership) Start(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		// A term that stepped down or withdrew returns nil and goes straight to holdOff, which
-		// decides how long to stay out.
-		switch {
-		case errors.Is(err, errLeaseLost):
-			// How a term ends when the Lease could not be renewed in time (the apiserver slow or
-			// unreachable from here): expected in an outage, and not this agent's fault, so no
-			// error with a stack trace. Another agent leads meanwhile, or this one again later.
-			log.Info("Leadership term ended: the leader Lease was not renewed in time; standing by", "renewDeadline", l.opts.RenewDeadline)
-		case err != nil:
-			log.Error(err, "Leadership term ended")
-		}
-		if err != nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(l.opts.RetryPeriod):
-			}
-		}
+		l.afterTerm(ctx, err)
 	}
 	return nil
 }
 
+// prepare makes what every term of the agent shares: the watches of its own member's leave and
+// of the Lease's releases, and one REST mapper.
+func (l *leadership) prepare(ctx context.Context) error {
+	if l.opts.LeaderElect {
+		own, err := startOwnLeave(ctx, l.rest, l.registrar.Client.Scheme(), l.registrar.LocalMemberID)
+		if err != nil {
+			return err
+		}
+		l.own = own
+		if l.releases, err = startLeaseReleases(ctx, l.rest, l.opts.LeaderElectionNamespace); err != nil {
+			return err
+		}
+	}
+	// Every term's manager shares one REST mapper: a fresh one asked the apiserver's discovery
+	// again at each term, before the term's first list of EtcdMembers.
+	httpClient, err := rest.HTTPClientFor(l.rest)
+	if err != nil {
+		return fmt.Errorf("creating the leader's HTTP client: %w", err)
+	}
+	if l.mapper, err = apiutil.NewDynamicRESTMapper(l.rest, httpClient); err != nil {
+		return fmt.Errorf("creating the leader's REST mapper: %w", err)
+	}
+	return nil
+}
+
+// afterTerm says how a term ended and, when it failed, waits a retry period before the next
+// campaign. A term that stepped down or withdrew returns nil and goes straight to holdOff, which
+// decides how long to stay out.
+func (l *leadership) afterTerm(ctx context.Context, err error) {
+	log := logf.FromContext(ctx)
+	switch {
+	case err == nil:
+		return
+	case errors.Is(err, errLeaseLost):
+		// How a term ends when the Lease could not be renewed in time (the apiserver slow or
+		// unreachable from here): expected in an outage, and not this agent's fault, so no
+		// error with a stack trace. Another agent leads meanwhile, or this one again later.
+		log.Info("Leadership term ended: the leader Lease was not renewed in time; standing by", "renewDeadline", l.opts.RenewDeadline)
+	default:
+		log.Error(err, "Leadership term ended")
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(l.opts.RetryPeriod):
+	}
+}
+
 func (l *leadership) runTerm(ctx context.Context) error {
+	opts, err := l.managerOptions(ctx)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(l.rest, opts)
+	if err != nil {
+		return fmt.Errorf("creating the leader's manager: %w", err)
+	}
+	// One connection per member for the term's probes and removals.
+	pool := etcd.NewPool(l.etcd)
+	defer pool.Close()
+	// The term's calls to the cluster as a whole start on the local endpoint, then go wherever
+	// the watcher's rounds find members serving (the watcher's Route): the local member's death,
+	// freeze or isolation must not blind the leader (docs/architecture.md, "When the leader's own
+	// member fails").
+	cluster, err := l.etcd.WithEndpoints(l.etcd.Endpoints())
+	if err != nil {
+		return fmt.Errorf("connecting the leader to etcd: %w", err)
+	}
+	defer func() { _ = cluster.Close() }()
+	if err := l.addTermControllers(ctx, mgr, cluster, pool); err != nil {
+		return err
+	}
+	if err := mgr.Start(ctx); err != nil && err.Error() == leaseLostMessage {
+		return errLeaseLost
+	} else if err != nil {
+		return err
+	}
+	return nil
+}
+
+// managerOptions configures a term's manager: its own leader election on the Lease, and
+// everything else off or shared with the agent's other terms.
+func (l *leadership) managerOptions(ctx context.Context) (ctrl.Options, error) {
 	opts := ctrl.Options{
 		MapperProvider:         func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return l.mapper, nil },
 		Scheme:                 l.registrar.Client.Scheme(),
@@ -161,7 +210,7 @@ func (l *leadership) runTerm(ctx context.Context) error {
 			l.opts.LeaderElectionNamespace, v1alpha1.LeaseName, resourcelock.ResourceLockConfig{Identity: l.identity},
 			l.rest, l.opts.RenewDeadline)
 		if err != nil {
-			return fmt.Errorf("creating the leader election lock: %w", err)
+			return ctrl.Options{}, fmt.Errorf("creating the leader election lock: %w", err)
 		}
 		opts.LeaderElection = true
 		opts.LeaderElectionID = v1alpha1.LeaseName
@@ -172,22 +221,12 @@ func (l *leadership) runTerm(ctx context.Context) error {
 		opts.RenewDeadline = &l.opts.RenewDeadline
 		opts.RetryPeriod = &l.opts.RetryPeriod
 	}
-	mgr, err := ctrl.NewManager(l.rest, opts)
-	if err != nil {
-		return fmt.Errorf("creating the leader's manager: %w", err)
-	}
-	// One connection per member for the term's probes and removals.
-	pool := etcd.NewPool(l.etcd)
-	defer pool.Close()
-	// The term's calls to the cluster as a whole start on the local endpoint, then go wherever
-	// the watcher's rounds find members serving (the watcher's Route): the local member's death,
-	// freeze or isolation must not blind the leader (docs/architecture.md, "When the leader's own
-	// member fails").
-	cluster, err := l.etcd.WithEndpoints(l.etcd.Endpoints())
-	if err != nil {
-		return fmt.Errorf("connecting the leader to etcd: %w", err)
-	}
-	defer func() { _ = cluster.Close() }()
+	return opts, nil
+}
+
+// addTermControllers adds the term's runnables to mgr: the membership watcher and reconciler,
+// the Node controller, and the term's own guards.
+func (l *leadership) addTermControllers(ctx context.Context, mgr ctrl.Manager, cluster *etcd.Client, pool *etcd.Pool) error {
 	watcher := controller.NewMembershipWatcher(mgr.GetClient(), cluster, pool, controller.WatcherConfig{
 		PollInterval: l.opts.MembershipPollInterval, ProbeInterval: l.opts.ProbeInterval,
 		ProbeTimeout: l.opts.ProbeTimeout, HealthRefresh: l.opts.HealthRefresh,
@@ -240,12 +279,7 @@ func (l *leadership) runTerm(ctx context.Context) error {
 		}
 	}
 	if err := reconciler.SetupWithManager(mgr, watcher); err != nil {
-		return fmt.Errorf("setting up the leave controller: %w", err)
-	}
-	if err := mgr.Start(ctx); err != nil && err.Error() == leaseLostMessage {
-		return errLeaseLost
-	} else if err != nil {
-		return err
+		return fmt.Errorf("setting up the membership reconciler: %w", err)
 	}
 	return nil
 }

@@ -12,47 +12,9 @@ import (
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
-	"github.com/etcdmember/kubectl-etcdmember/internal/metrics"
 	"github.com/etcdmember/kubectl-etcdmember/internal/quorum"
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
-
-// guard clears a removal with the quorum rule and, when the target leads etcd, moves leadership
-// away first. A refusal is recorded in the Left condition and the caller re-checks later. A
-// learner has no vote: removing it needs no guard. voters are members' voters probed in this
-// reconcile, or nil to probe them now.
-func (r *MembershipReconciler) guard(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, voters []voter) bool {
-	if target.IsLearner {
-		return true
-	}
-	log := logf.FromContext(ctx)
-	if voters == nil {
-		voters = probeVoters(ctx, r.Peers, members, target.ID, r.ProbeTimeout)
-	}
-	verdict := checkRemoval(voters, target, m.Name)
-	// The pre-flight answer the same status write carries follows the fresh probes too: from the
-	// periodic round it could still say removable while the guard refuses, the round being older
-	// than the failure that the refusal sees.
-	setRemovableFrom(m, verdict)
-	forced := m.Annotations[v1alpha1.AnnotationForceLeave] == "true"
-	// Not even force removes the last voter.
-	recordForced(m, forced && !verdict.LastVoter, verdict)
-	if !verdict.Allowed && (!forced || verdict.LastVoter) {
-		reason := v1alpha1.ReasonQuorumAtRisk
-		if verdict.LastVoter {
-			reason = v1alpha1.ReasonLastVoter
-		}
-		log.Info("Refusing leave", "reason", reason, "detail", verdict.Message)
-		metrics.GuardRefusals.WithLabelValues(reason).Inc()
-		status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, reason,
-			fmt.Sprintf("Refused: %s. The request is re-checked every %s as member health changes; bring the unhealthy members back or remove them first.", verdict.Message, r.RecheckInterval))
-		return false
-	}
-	if forced {
-		log.Info("Forced leave: skipping the quorum guard", "verdict", verdict.Message)
-	}
-	return r.moveLeaderAway(ctx, m, target, voters, forced)
-}
 
 // recordForced sets GuardSkipped the first time the guard is skipped for the current request,
 // which writes the ForcedLeave Warning (recordTransition), and keeps it as it is on every retry,

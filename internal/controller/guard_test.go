@@ -34,7 +34,7 @@ func TestRemovableIgnoresLearners(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := member(false)
 			target, _ := etcd.FindMember(members, tc.target)
-			setRemovable(m, view{target, members, probesOf(tc.healthy), true})
+			setRemovable(m, view{target: target, members: members, probes: probesOf(tc.healthy), probed: true})
 			c := status.Get(m, v1alpha1.ConditionRemovable)
 			if c == nil || c.Status != tc.status || c.Reason != tc.reason {
 				t.Fatalf("Removable = %+v, want %s/%s", c, tc.status, tc.reason)
@@ -44,7 +44,7 @@ func TestRemovableIgnoresLearners(t *testing.T) {
 
 	// Before the first probe there is no verdict to give.
 	m := member(false)
-	setRemovable(m, view{members[0], members, Probes{}, false})
+	setRemovable(m, view{target: members[0], members: members, probes: Probes{}, probed: false})
 	if c := status.Get(m, v1alpha1.ConditionRemovable); c != nil {
 		t.Fatalf("Removable set without any probe: %+v", c)
 	}

@@ -21,9 +21,10 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
-// moveLeaderAway hands etcd leadership to a healthy voter when the target leads, so its removal
-// costs no election, and judges the removal again on the cluster that follows the new leader. It
-// tells whether the removal may go ahead; when not, the Left condition says why.
+// moveLeaderAway hands etcd's leadership from target, which holds it (decideRemoval saw so), to a
+// healthy voter, so that its removal costs no election, and judges the removal again on the
+// cluster that follows the new leader. It tells whether the removal may go ahead; when not, the
+// Left condition says why.
 //
 // Why judge again: the guard counts a voter healthy when it serves through etcd's leader, which is
 // the target here. Two voters that stay may serve through it while they cannot reach each other
@@ -31,27 +32,12 @@ import (
 // then leave them unable to elect one, and the cluster without quorum. A voter that stays but does
 // not serve through the new leader within a probe timeout counts unhealthy for this verdict, as
 // it would for the next probe round. When that verdict refuses, leadership goes back to the
-// target, which every voter reached, and is not moved again for HandOverRetry: each move costs a
-// short write pause. For the same reason a move that fails is not followed by the removal: the
-// others would have to elect a leader among themselves. A forced leave skips both verdicts.
+// target, which every voter reached, and is not moved again for HandOverRetry (decide holds the
+// leave meanwhile): each move costs a short write pause. For the same reason a move that fails
+// is not followed by the removal: the others would have to elect a leader among themselves. A
+// forced leave skips both verdicts.
 func (r *MembershipReconciler) moveLeaderAway(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, voters []voter, forced bool) bool {
 	log := logf.FromContext(ctx)
-	// The voters just probed say whom they follow; asking the target itself would cost a round
-	// trip before every removal.
-	leads := false
-	for _, v := range voters {
-		if v.Healthy && v.ID != target.ID {
-			leads = v.Leader == target.ID
-			break
-		}
-	}
-	if !leads {
-		return true
-	}
-	if until, held := r.timers.movesHeld[target.ID]; held && !forced && r.now().Before(until) {
-		log.V(1).Info("Not moving etcd leadership again yet", "until", until)
-		return false
-	}
 	var failed []string
 	for _, v := range voters {
 		if v.ID == target.ID || !v.Healthy {

@@ -49,7 +49,7 @@ type NodeReader interface {
 // only removes the finalizer wherever it finds it, so that turning the option off frees every Node.
 //
 // Requests are Node names. It never changes membership itself: the leave it asks for goes through
-// the leave controller, its quorum guard and its fence, like any other.
+// the membership reconciler, its quorum guard and its fence, like any other.
 type NodeReconciler struct {
 	// Client reads EtcdMembers from the term's cache and writes them and the Nodes' finalizers.
 	Client client.Client

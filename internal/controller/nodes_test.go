@@ -21,7 +21,7 @@ import (
 )
 
 // The node controller on the in-process tier: its decisions on Nodes and objects in the fake API,
-// next to the leave controller on a modelled cluster, so that a Node's deletion can be followed
+// next to the membership reconciler on a modelled cluster, so that a Node's deletion can be followed
 // through the leave it asks for.
 
 // apiNodes reads Nodes from the world's API and records which ones the controller follows.
@@ -193,7 +193,7 @@ func TestNodeFinalizerOffReleasesEverything(t *testing.T) {
 
 // TestDeletedNodeAsksLeaveOnceThenGoes: a bound Node being deleted asks its member to leave with
 // its member ID and the reason, once however often it is reconciled and by whichever term; the
-// leave controller removes the member, and the Node goes.
+// membership reconciler removes the member, and the Node goes.
 func TestDeletedNodeAsksLeaveOnceThenGoes(t *testing.T) {
 	w := newNodeWorld(t, true)
 	w.deleteNode("node-2")

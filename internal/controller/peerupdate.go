@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -15,41 +14,15 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 	"github.com/etcdmember/kubectl-etcdmember/internal/peerurl"
-	"github.com/etcdmember/kubectl-etcdmember/internal/quorum"
 )
 
 // updatePeerURLs makes etcd record the peer URLs the member's node advertises
-// (status.advertisedPeerURLs, written by that node's agent once its own etcd answered on them).
-// It is a membership change like any other: one at a time, fenced, and judged on the cluster as
-// it stands. A wrong URL cuts the member off its peers, so the update goes ahead only while losing
-// the member would keep quorum, and the next one waits until a probe round after it has shown
-// what it did. It tells whether it changed etcd (the reconcile then ends, one change being
-// enough), and when to look again at an update that waits.
-func (r *MembershipReconciler) updatePeerURLs(ctx context.Context, m *v1alpha1.EtcdMember, v view) (bool, ctrl.Result, error) {
+// (status.advertisedPeerURLs, written by that node's agent once its own etcd answered on them),
+// an update decide cleared (decidePeerURLs says when one waits). It is a membership change like
+// any other: one at a time, fenced, and recorded.
+func (r *MembershipReconciler) updatePeerURLs(ctx context.Context, m *v1alpha1.EtcdMember, v view) (ctrl.Result, error) {
 	want := m.Status.AdvertisedPeerURLs
-	if len(want) == 0 || peerurl.SameSet(v.target.PeerURLs, want) {
-		r.peerNotices.forget(m.UID)
-		return false, ctrl.Result{}, nil
-	}
-	fromTo := fmt.Sprintf("%s -> %s", strings.Join(v.target.PeerURLs, ","), strings.Join(want, ","))
-	recheck := ctrl.Result{RequeueAfter: r.RecheckInterval}
-	if owner, ok := etcd.PeerURLHolder(v.members, v.target.ID, want); ok {
-		r.peerNotices.warn(ctx, r, m, v1alpha1.ReasonPeerURLsUpdateRefused, fromTo, fmt.Sprintf(
-			"Not updating the peer URLs of member %s (%s): member %s already has one of them. Fix --advertise-peer-urls on this member's node.",
-			m.Status.MemberID, fromTo, etcd.IDString(owner.ID)))
-		return false, recheck, nil
-	}
-	if !v.probed || !r.settledSince(v.probes, v.members, r.lastPeerUpdate) {
-		return false, recheck, nil
-	}
-	if !v.target.IsLearner {
-		if verdict := quorum.CheckRemoval(quorumVoters(v.members, v.probes), v.target.ID, m.Name); !verdict.Allowed {
-			r.peerNotices.warn(ctx, r, m, v1alpha1.ReasonPeerURLsUpdateRefused, fromTo, fmt.Sprintf(
-				"Not updating the peer URLs of member %s (%s) yet: should the new URLs not work, losing the member would cost quorum (%s). Re-checked every %s; bring the unhealthy members back.",
-				m.Status.MemberID, fromTo, verdict.Message, r.RecheckInterval))
-			return false, recheck, nil
-		}
-	}
+	fromTo := peerChange(v.target, want)
 	stillAdvertised := func(fresh *v1alpha1.EtcdMember) bool {
 		return peerurl.SameSet(fresh.Status.AdvertisedPeerURLs, want)
 	}
@@ -57,12 +30,12 @@ func (r *MembershipReconciler) updatePeerURLs(ctx context.Context, m *v1alpha1.E
 		call: func(ctx context.Context) error { return r.Etcd.MemberUpdate(ctx, v.target.ID, want) }}
 	err := r.makeChange(ctx, m, v.target, update, nil)
 	if errors.Is(err, ErrFenced) {
-		return false, ctrl.Result{}, err
+		return ctrl.Result{}, err
 	}
 	if err != nil {
 		r.peerNotices.warn(ctx, r, m, v1alpha1.ReasonPeerURLsUpdateFailed, fromTo, fmt.Sprintf(
 			"etcd did not update the peer URLs of member %s (%s); retrying with back-off. etcd said: %v", m.Status.MemberID, fromTo, err))
-		return false, ctrl.Result{}, err
+		return ctrl.Result{}, err
 	}
 	// Compared with the probes' start times, which are wall-clock.
 	r.lastPeerUpdate = time.Now()
@@ -71,7 +44,7 @@ func (r *MembershipReconciler) updatePeerURLs(ctx context.Context, m *v1alpha1.E
 		fmt.Sprintf("Updated the peer URLs of member %s: %s", m.Status.MemberID, fromTo))
 	r.peerNotices.forget(m.UID)
 	m.Status.PeerURLs = slices.Clone(want)
-	return true, ctrl.Result{}, nil
+	return ctrl.Result{}, nil
 }
 
 // settledSince tells whether every voter's latest probe started at least a recheck interval

@@ -89,9 +89,9 @@ func TestPeerUpdateRefusedWhenLosingTheMemberCostsQuorum(t *testing.T) {
 	m.Status.AdvertisedPeerURLs = []string{"http://10.0.0.22:2380"}
 	probes := probesOf(map[uint64]bool{1: true, 2: true, 3: false})
 	for range 3 {
-		updated, res, err := r.updatePeerURLs(context.Background(), m, view{members[1], members, probes, true})
-		if updated || err != nil || res.RequeueAfter != time.Second {
-			t.Fatalf("updated=%v result=%+v err=%v, want a refusal re-checked after --recheck-interval", updated, res, err)
+		res, err := actOn(r, m, view{target: members[1], members: members, probes: probes, probed: true})
+		if err != nil || res.RequeueAfter != time.Second {
+			t.Fatalf("result=%+v err=%v, want a refusal re-checked after --recheck-interval", res, err)
 		}
 	}
 	var list eventsv1.EventList
@@ -108,7 +108,7 @@ func TestPeerUpdateRefusedWhenLosingTheMemberCostsQuorum(t *testing.T) {
 	// With every voter healthy, the same update goes ahead as far as the fence, which finds no
 	// such object in the API and gives it up before any etcd call.
 	r.APIReader = c
-	_, _, err := r.updatePeerURLs(context.Background(), m, view{members[1], members, probesOf(map[uint64]bool{1: true, 2: true, 3: true}), true})
+	_, err := actOn(r, m, view{target: members[1], members: members, probes: probesOf(map[uint64]bool{1: true, 2: true, 3: true}), probed: true})
 	if !errors.Is(err, ErrFenced) {
 		t.Fatalf("with quorum to spare: %v, want the update to reach the fence", err)
 	}

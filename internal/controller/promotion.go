@@ -15,7 +15,6 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 	"github.com/etcdmember/kubectl-etcdmember/internal/metrics"
-	"github.com/etcdmember/kubectl-etcdmember/internal/quorum"
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
@@ -25,40 +24,20 @@ const (
 	promoteBackoffMax = 15 * time.Second
 )
 
-// learner moves a learner towards voting: it promotes it once etcd considers it in sync and the
-// larger quorum is safe, and evicts it once it has made no progress for LearnerStallTimeout, so
-// that it no longer blocks the next join (etcd allows one learner). A big learner that is still
-// replicating is never evicted for the time that takes; see timers.stalledFor.
-func (r *MembershipReconciler) learner(ctx context.Context, m *v1alpha1.EtcdMember, v view) (ctrl.Result, error) {
+// seenLearner opens the Promoted condition of a learner seen for the first time; a Stalled one
+// belongs to an earlier member the object recorded.
+func seenLearner(m *v1alpha1.EtcdMember) {
 	if c := status.Get(m, v1alpha1.ConditionPromoted); c == nil || c.Status != metav1.ConditionFalse || c.Reason == v1alpha1.ReasonStalled {
-		// Stalled belongs to an earlier member the object recorded.
 		status.Remove(m, v1alpha1.ConditionPromoted)
 		status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonCatchingUp, "The learner was seen for the first time.")
 	}
-	h, answered := v.probes.Members[v.target.ID]
-	stalled := r.timers.stalledFor(v.target.ID, h.Status.RaftIndex, v.probed && answered && h.Reachable, highestVoterIndex(v.members, v.probes), r.now())
-	if stalled >= r.LearnerStallTimeout {
-		return r.evict(ctx, m, v.target)
-	}
-	// No deadline in the messages: it moves with every bit of progress, and each new message
-	// would be a status write and an Event.
+}
+
+// promote asks etcd to promote a learner decide cleared. etcd refuses one that is not yet close
+// to the leader's log: the promotion is then retried with back-off, never later than the
+// learner's stall deadline (stallLeft from now).
+func (r *MembershipReconciler) promote(ctx context.Context, m *v1alpha1.EtcdMember, v view, stallLeft time.Duration) (ctrl.Result, error) {
 	eviction := fmt.Sprintf("It is removed if it makes no progress for --learner-stall-timeout %s.", r.LearnerStallTimeout)
-	remaining := r.LearnerStallTimeout - stalled
-	untilDeadline := ctrl.Result{RequeueAfter: remaining}
-	if len(v.target.ClientURLs) == 0 {
-		status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonNotStarted,
-			"The learner has not started: start etcd on its node with the settings `etcdmember join` printed. "+eviction)
-		return untilDeadline, nil
-	}
-	if !v.probed {
-		return ctrl.Result{RequeueAfter: min(r.RecheckInterval, remaining)}, nil
-	}
-	verdict := quorum.CheckPromotion(quorumVoters(v.members, v.probes), v.probes.Healthy(v.target.ID), m.Name)
-	if !verdict.Allowed {
-		status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk,
-			fmt.Sprintf("Not promoting: %s. Re-checked every %s; bring the unhealthy members back. %s", verdict.Message, r.RecheckInterval, eviction))
-		return ctrl.Result{RequeueAfter: min(r.RecheckInterval, remaining)}, nil
-	}
 	err := r.makeChange(ctx, m, v.target, change{verb: "promoting", wanted: anyState,
 		call: func(ctx context.Context) error { return r.Etcd.MemberPromote(ctx, v.target.ID) }}, nil)
 	if errors.Is(err, ErrFenced) {
@@ -67,7 +46,7 @@ func (r *MembershipReconciler) learner(ctx context.Context, m *v1alpha1.EtcdMemb
 	if errors.Is(err, etcd.ErrLearnerNotReady) {
 		status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonCatchingUp,
 			"The learner is replicating the log; etcd promotes it only once it is close to the leader's, and the leader retries with back-off. "+eviction)
-		return ctrl.Result{RequeueAfter: min(r.nextPromoteWait(m.UID), remaining)}, nil
+		return ctrl.Result{RequeueAfter: min(r.nextPromoteWait(m.UID), stallLeft)}, nil
 	}
 	if err != nil {
 		status.Set(m, v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonEtcdError,

@@ -71,7 +71,7 @@ func TestLearnerNotStartedWaitsForItsDeadline(t *testing.T) {
 	r := &MembershipReconciler{LearnerStallTimeout: time.Minute, RecheckInterval: time.Second}
 	m := member(false)
 	target := etcd.Member{ID: 2, IsLearner: true}
-	res, err := r.learner(context.Background(), m, view{target, []etcd.Member{{ID: 1}, target}, Probes{}, true})
+	res, err := actOn(r, m, view{target: target, members: []etcd.Member{{ID: 1}, target}, probes: Probes{}, probed: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestLearnerNotStartedWaitsForItsDeadline(t *testing.T) {
 	// A Stalled condition from an earlier member restarts the clock instead of evicting at once.
 	old := member(false, cond(v1alpha1.ConditionPromoted, metav1.ConditionFalse, v1alpha1.ReasonStalled))
 	status.Get(old, v1alpha1.ConditionPromoted).LastTransitionTime = metav1.NewTime(time.Now().Add(-time.Hour))
-	if _, err := r.learner(context.Background(), old, view{target, []etcd.Member{{ID: 1}, target}, Probes{}, true}); err != nil {
+	if _, err := actOn(r, old, view{target: target, members: []etcd.Member{{ID: 1}, target}, probes: Probes{}, probed: true}); err != nil {
 		t.Fatal(err)
 	}
 	if c := status.Get(old, v1alpha1.ConditionPromoted); c.Reason != v1alpha1.ReasonNotStarted || time.Since(c.LastTransitionTime.Time) > time.Minute {
@@ -107,12 +107,12 @@ func TestUnreachablePolicyHoldsBack(t *testing.T) {
 	}
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	r := &MembershipReconciler{RemoveUnreachableAfter: time.Minute, MinVoters: 3, Clock: clk}
-	res, err := r.removeIfUnreachable(context.Background(), unreachable(), view{members[3], members, probes, true})
+	res, err := actOn(r, unreachable(), view{target: members[3], members: members, probes: probes, probed: true})
 	if err != nil || res.RequeueAfter != time.Minute {
 		t.Fatalf("first seen unreachable: %+v %v, want a requeue after --remove-unreachable-after", res, err)
 	}
 	clk.SetTime(clk.Now().Add(10 * time.Second))
-	res, err = r.removeIfUnreachable(context.Background(), unreachable(), view{members[3], members, probes, true})
+	res, err = actOn(r, unreachable(), view{target: members[3], members: members, probes: probes, probed: true})
 	if err != nil || res.RequeueAfter != 50*time.Second {
 		t.Fatalf("not yet due: %+v %v, want a requeue at the due time", res, err)
 	}
@@ -122,11 +122,11 @@ func TestUnreachablePolicyHoldsBack(t *testing.T) {
 		clk := clocktesting.NewFakePassiveClock(time.Now())
 		r.Clock = clk
 		m := unreachable()
-		if _, err := r.removeIfUnreachable(context.Background(), m, view{members[3], members, probes, true}); err != nil {
+		if _, err := actOn(r, m, view{target: members[3], members: members, probes: probes, probed: true}); err != nil {
 			t.Fatal(err)
 		}
 		clk.SetTime(clk.Now().Add(time.Hour))
-		if _, err := r.removeIfUnreachable(context.Background(), m, view{members[3], members, probes, true}); err != nil {
+		if _, err := actOn(r, m, view{target: members[3], members: members, probes: probes, probed: true}); err != nil {
 			t.Fatal(err)
 		}
 		return m
@@ -155,11 +155,11 @@ func TestUnreachablePolicyRespectsCancel(t *testing.T) {
 	r := &MembershipReconciler{RemoveUnreachableAfter: time.Minute, MinVoters: 3, Clock: clk}
 	m.Annotations = map[string]string{v1alpha1.AnnotationLeaveReason: fmt.Sprintf(
 		"unhealthy since %s and unreachable for longer than --remove-unreachable-after %s", since.UTC().Format(time.RFC3339), time.Minute)}
-	if _, err := r.removeIfUnreachable(context.Background(), m, view{members[3], members, probes, true}); err != nil || m.Spec.Leave {
+	if _, err := actOn(r, m, view{target: members[3], members: members, probes: probes, probed: true}); err != nil || m.Spec.Leave {
 		t.Fatalf("first sighting: leave=%v err=%v", m.Spec.Leave, err)
 	}
 	clk.SetTime(clk.Now().Add(time.Hour))
-	if _, err := r.removeIfUnreachable(context.Background(), m, view{members[3], members, probes, true}); err != nil || m.Spec.Leave {
+	if _, err := actOn(r, m, view{target: members[3], members: members, probes: probes, probed: true}); err != nil || m.Spec.Leave {
 		t.Fatalf("cancelled request asked again: leave=%v err=%v", m.Spec.Leave, err)
 	}
 }

@@ -219,8 +219,8 @@ func (r *MembershipReconciler) syncFinalizer(ctx context.Context, m *v1alpha1.Et
 	return nil
 }
 
-// reconcile observes the object's member, then goes on with the one kind of change its state
-// calls for (act). An object that records no listed member has nothing left to change.
+// reconcile observes the object's member, decides the one change its state calls for, and makes
+// it (act). An object that records no listed member has nothing left to change.
 func (r *MembershipReconciler) reconcile(ctx context.Context, m *v1alpha1.EtcdMember, members []etcd.Member, head *headStart) (ctrl.Result, error) {
 	m.Status.ObservedGeneration = m.Generation
 	v, listed, err := r.observe(ctx, m, members, head)
@@ -253,65 +253,105 @@ func (r *MembershipReconciler) observe(ctx context.Context, m *v1alpha1.EtcdMemb
 		return view{}, false, nil
 	}
 	status.Observe(m, target)
-	probes, probed := r.Probes()
-	if probed {
-		r.observeHealth(m, target, probes)
+	v := view{target: target, members: members, local: r.localMember()}
+	v.probes, v.probed = r.Probes()
+	if v.probed {
+		r.observeHealth(m, target, v.probes)
 	}
-	v := view{target, members, probes, probed}
 	setRemovable(m, v)
+	r.measure(ctx, m, &v, head)
 	return v, true, nil
 }
 
-// act goes on with a listed member, in this order of priority:
-//  1. a leave request naming an earlier member of the object: refused, nothing changes;
-//  2. a leave request: the removal (removal.go), or the hand-over of the leader's own member;
-//  3. otherwise, a cancelled request's intent is withdrawn, so that a later removal by someone
-//     else does not look like ours, and then
-//  4. the peer-URL update the member's agent asks for (peerupdate.go), which ends the reconcile
-//     when it changed etcd; one that waits still lets the next step run;
-//  5. a learner's promotion or eviction (promotion.go, eviction.go), or a voter's unreachable
-//     policy (unreachable.go).
-func (r *MembershipReconciler) act(ctx context.Context, m *v1alpha1.EtcdMember, v view, head *headStart) (ctrl.Result, error) {
-	if m.Spec.Leave && !m.LeaveAsked() {
-		status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonMemberMismatch,
-			fmt.Sprintf("spec.memberID asks for the removal of member %s, but this object now records member %s (its node re-joined); nothing is removed. Set spec.leave to false, or spec.memberID to %s to remove the new member.",
-				m.Spec.MemberID, m.Status.MemberID, m.Status.MemberID))
-		return ctrl.Result{}, nil
+// measure adds to v what this term measures of the member beyond etcd's list and the periodic
+// probes, and writes the conditions those measures settle: for a leave, the voters probed afresh
+// (the guard's verdict is on them, and so is the pre-flight answer written with it); otherwise a
+// learner's time without progress, a voter's time unreachable, and whether the last peer-URL
+// update has settled.
+func (r *MembershipReconciler) measure(ctx context.Context, m *v1alpha1.EtcdMember, v *view, head *headStart) {
+	switch {
+	case m.LeaveAsked():
+		r.measureLeave(ctx, m, v, head)
+	case !m.Spec.Leave:
+		r.measureMember(m, v)
 	}
-	if m.Spec.Leave {
-		// Asked to leave, by an operator or by the policy: nothing is held back any more.
+}
+
+// measureLeave times the leave from its first sighting, and probes the voters for the guard:
+// the head start's probes when they were made on these voters, or its own.
+func (r *MembershipReconciler) measureLeave(ctx context.Context, m *v1alpha1.EtcdMember, v *view, head *headStart) {
+	r.leaveStarted(m)
+	if v.target.IsLearner || v.target.ID == v.local {
+		return
+	}
+	if v.voters = head.votersFor(v.members); v.voters == nil {
+		v.voters = probeVoters(ctx, r.Peers, v.members, v.target.ID, r.ProbeTimeout)
+	}
+	// From the periodic round Removable could still say yes while the guard refuses, the round
+	// being older than the failure the fresh probes see.
+	setRemovableFrom(m, checkRemoval(v.voters, v.target, m.Name))
+	until, held := r.timers.movesHeld[v.target.ID]
+	v.moveHeld = held && r.now().Before(until)
+}
+
+// measureMember measures a member nobody asked to leave: whether the last peer-URL update
+// settled, a learner's time without progress, a voter's time unreachable (with the dead-member
+// policy on), and closes what those measures settle.
+func (r *MembershipReconciler) measureMember(m *v1alpha1.EtcdMember, v *view) {
+	if !peerUpdateWanted(m, v.target) {
+		r.peerNotices.forget(m.UID)
+	}
+	v.settled = v.probed && r.settledSince(v.probes, v.members, r.lastPeerUpdate)
+	if v.target.IsLearner {
+		seenLearner(m)
+		h, answered := v.probes.Members[v.target.ID]
+		v.stalled = r.timers.stalledFor(v.target.ID, h.Status.RaftIndex, v.probed && answered && h.Reachable, highestVoterIndex(v.members, v.probes), r.now())
+		return
+	}
+	votedElsewhere(m)
+	if r.RemoveUnreachableAfter <= 0 {
 		status.Remove(m, v1alpha1.ConditionUnreachableLeaveHeld)
-		return r.leave(ctx, m, v.target, v.members, head)
+		return
 	}
-	if c := status.Get(m, v1alpha1.ConditionLeft); c != nil && c.Status == metav1.ConditionFalse {
-		// A failed removal, or a leader that stopped, may have left the intent behind.
-		if err := r.Intents.Delete(ctx, v.target.ID); err != nil {
-			return ctrl.Result{}, err
+	if v.probed {
+		v.unreachable = unreachableNow(m)
+		v.down = r.timers.unreachableFor(v.target.ID, v.unreachable, r.now())
+		if !v.unreachable {
+			status.Remove(m, v1alpha1.ConditionUnreachableLeaveHeld)
 		}
 	}
-	// A cancelled request leaves nothing to report.
-	status.Remove(m, v1alpha1.ConditionLeft)
-	delete(r.leaveSeen, m.UID)
-	updated, recheck, err := r.updatePeerURLs(ctx, m, v)
-	if updated || err != nil {
-		return recheck, err
-	}
-	var result ctrl.Result
-	if v.target.IsLearner {
-		result, err = r.learner(ctx, m, v)
-	} else {
-		votedElsewhere(m)
-		result, err = r.removeIfUnreachable(ctx, m, v)
-	}
-	return soonest(result, recheck), err
 }
 
 // soonest merges two results: the earlier requeue wins.
 func soonest(a, b ctrl.Result) ctrl.Result {
-	if a.RequeueAfter == 0 || (b.RequeueAfter > 0 && b.RequeueAfter < a.RequeueAfter) {
-		a.RequeueAfter = b.RequeueAfter
+	a.RequeueAfter = sooner(a.RequeueAfter, b.RequeueAfter)
+	return a
+}
+
+// sooner is the earlier of two requeue delays, 0 standing for none.
+func sooner(a, b time.Duration) time.Duration {
+	if a == 0 || (b > 0 && b < a) {
+		return b
 	}
 	return a
+}
+
+// leaveStarted records when this term first saw the object's pending leave, for LeaveDuration.
+func (r *MembershipReconciler) leaveStarted(m *v1alpha1.EtcdMember) {
+	if r.leaveSeen == nil {
+		r.leaveSeen = map[types.UID]time.Time{}
+	}
+	if _, ok := r.leaveSeen[m.UID]; !ok {
+		r.leaveSeen[m.UID] = r.now()
+	}
+}
+
+// localMember is the leading agent's own member; 0 without a term (some unit tests).
+func (r *MembershipReconciler) localMember() uint64 {
+	if r.Leadership == nil {
+		return 0
+	}
+	return r.Leadership.LocalMemberID()
 }
 
 // now reads the reconciler's clock.
@@ -322,12 +362,27 @@ func (r *MembershipReconciler) now() time.Time {
 	return r.Clock.Now()
 }
 
-// view is what one reconcile knows of an object's member, read-only: the member as etcd lists it
-// (target), the member list it is in, and the latest periodic probes (probed false before the
-// first round). The object itself, whose status the reconcile writes, goes alongside.
+// view is what one reconcile knows of an object's member, filled by observe and measure and only
+// read after them: the member as etcd lists it
+// (target), the member list it is in, the latest periodic probes (probed false before the first
+// round), and what the term measured. The object itself, whose status the reconcile writes,
+// goes alongside.
 type view struct {
 	target  etcd.Member
 	members []etcd.Member
 	probes  Probes
 	probed  bool
+	// local is the leading agent's own member.
+	local uint64
+
+	// What this term measured (measure): for a voter's leave, its voters probed afresh and
+	// whether a move of etcd's leadership away from it is held back; otherwise whether the last
+	// peer-URL update settled, how long a learner made no progress, and whether a voter is
+	// unreachable and for how long, on this leader's clock.
+	voters      []voter
+	moveHeld    bool
+	settled     bool
+	stalled     time.Duration
+	unreachable bool
+	down        time.Duration
 }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -94,19 +92,13 @@ func removed(m *v1alpha1.EtcdMember) {
 	status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved, msg)
 }
 
-// leave carries out a leave request for a member that is still in etcd, using what head started.
-func (r *MembershipReconciler) leave(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member, members []etcd.Member, head *headStart) (ctrl.Result, error) {
+// remove removes a member asked to leave, which decide cleared: etcd's leadership moves away
+// from it first when it leads (leadermove.go), then makeChange stores the intent, fences and
+// removes, using what head started.
+func (r *MembershipReconciler) remove(ctx context.Context, m *v1alpha1.EtcdMember, v view, n next, head *headStart) (ctrl.Result, error) {
 	log := logf.FromContext(ctx).WithValues("memberID", m.Status.MemberID)
-	if r.leaveSeen == nil {
-		r.leaveSeen = map[types.UID]time.Time{}
-	}
-	if _, ok := r.leaveSeen[m.UID]; !ok {
-		r.leaveSeen[m.UID] = r.now()
-	}
-	if target.ID == r.Leadership.LocalMemberID() {
-		return r.handOver(ctx, m, target), nil
-	}
-	if !r.guard(ctx, m, target, members, head.votersFor(members)) {
+	target := v.target
+	if n.moveFirst && !r.moveLeaderAway(ctx, m, target, v.voters, n.forced) {
 		if err := head.withdrawIntent(ctx, r.Intents, target.ID); err != nil {
 			return ctrl.Result{}, err
 		}

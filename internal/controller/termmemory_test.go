@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -43,7 +42,7 @@ func TestUnreachableTimedFromReasonChange(t *testing.T) {
 		t.Helper()
 		clk.SetTime(clk.Now().Add(after))
 		status.Set(m, v1alpha1.ConditionHealthy, metav1.ConditionFalse, reason, "m")
-		if _, err := r.removeIfUnreachable(context.Background(), m, view{target, members, probes, true}); err != nil {
+		if _, err := actOn(r, m, view{target: target, members: members, probes: probes, probed: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -133,7 +132,7 @@ func TestLearnerEvictionWaitsForStall(t *testing.T) {
 	members := []etcd.Member{voters[0], voters[1], voters[2], target}
 	m := member(false)
 	for i := range 30 {
-		res, err := r.learner(context.Background(), m, view{target, members, probes(uint64(1000 * (i + 1))), true})
+		res, err := actOn(r, m, view{target: target, members: members, probes: probes(uint64(1000 * (i + 1))), probed: true})
 		if err != nil || res.RequeueAfter != 10*time.Minute {
 			t.Fatalf("minute %d of progress: %+v %v, want the full stall timeout ahead", i, res, err)
 		}
@@ -141,7 +140,7 @@ func TestLearnerEvictionWaitsForStall(t *testing.T) {
 	}
 	// The loop's last step moved the clock a minute past the last progress.
 	clk.SetTime(clk.Now().Add(8 * time.Minute))
-	res, err := r.learner(context.Background(), m, view{target, members, probes(30000), true})
+	res, err := actOn(r, m, view{target: target, members: members, probes: probes(30000), probed: true})
 	if err != nil || res.RequeueAfter != time.Minute {
 		t.Fatalf("9m without progress: %+v %v, want a requeue a minute later", res, err)
 	}

@@ -15,53 +15,14 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 	"github.com/etcdmember/kubectl-etcdmember/internal/metrics"
-	"github.com/etcdmember/kubectl-etcdmember/internal/quorum"
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
-// removeIfUnreachable is the opt-in dead-member policy: a voter unreachable for longer than
-// RemoveUnreachableAfter is asked to leave, as an operator would ask, so the request then goes
-// through the full quorum guard and is recorded like any other. It never asks when the cluster
-// would be left with fewer than MinVoters voters, nor when the pre-flight check already says the
-// removal would be refused, nor unless etcd itself confirms the member down (askPeers): the
-// leader's probes only say that the leader cannot reach it.
-func (r *MembershipReconciler) removeIfUnreachable(ctx context.Context, m *v1alpha1.EtcdMember, v view) (ctrl.Result, error) {
-	if r.RemoveUnreachableAfter <= 0 {
-		status.Remove(m, v1alpha1.ConditionUnreachableLeaveHeld)
-		return ctrl.Result{}, nil
-	}
-	if !v.probed {
-		return ctrl.Result{}, nil
-	}
-	c := status.Get(m, v1alpha1.ConditionHealthy)
-	unreachable := c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonUnreachable
-	down := r.timers.unreachableFor(v.target.ID, unreachable, r.now())
-	if !unreachable {
-		status.Remove(m, v1alpha1.ConditionUnreachableLeaveHeld)
-		return ctrl.Result{}, nil
-	}
-	if wait := r.RemoveUnreachableAfter - down; wait > 0 {
-		return ctrl.Result{RequeueAfter: wait}, nil
-	}
+// askUnreachableToLeave asks an unreachable voter to leave, as decideUnreachable chose, once
+// etcd confirms the member down (askPeers): the leader's probes only say that the leader cannot
+// reach it. since names the outage, and why is the request's leave-reason annotation.
+func (r *MembershipReconciler) askUnreachableToLeave(ctx context.Context, m *v1alpha1.EtcdMember, v view, since, why string) (ctrl.Result, error) {
 	log := logf.FromContext(ctx).WithValues("memberID", m.Status.MemberID)
-	voters := quorumVoters(v.members, v.probes)
-	if len(voters)-1 < r.MinVoters {
-		log.V(1).Info("Not asking an unreachable member to leave: too few voters would remain", "voters", len(voters), "minVoters", r.MinVoters)
-		return ctrl.Result{}, nil
-	}
-	if verdict := quorum.CheckRemoval(voters, v.target.ID, m.Name); !verdict.Allowed {
-		log.V(1).Info("Not asking an unreachable member to leave: the quorum guard would refuse", "verdict", verdict.Message)
-		return ctrl.Result{}, nil
-	}
-	// The outage is named by when the member stopped being healthy, which every leader reads
-	// alike; the time it has been unreachable is this leader's own measure.
-	since := c.LastTransitionTime.UTC().Format(time.RFC3339)
-	why := fmt.Sprintf("unhealthy since %s and unreachable for longer than --remove-unreachable-after %s", since, r.RemoveUnreachableAfter)
-	if m.Annotations[v1alpha1.AnnotationLeaveReason] == why {
-		// Already asked for this outage, and spec.leave is false again: an operator cancelled.
-		// The next outage starts a new lastTransitionTime and is judged afresh.
-		return ctrl.Result{}, nil
-	}
 	peers := r.askPeers(ctx, v.target, v.members, v.probes)
 	reason, msg := peers.holdBack(v.target, r.RemoveUnreachableAfter, r.leaderNode(v.members))
 	if reason == holdSampling {
@@ -78,7 +39,7 @@ func (r *MembershipReconciler) removeIfUnreachable(ctx context.Context, m *v1alp
 		return ctrl.Result{}, err
 	}
 	etcdLeader := names([]etcd.Member{*peers.leader})[0]
-	log.Info("Asked an unreachable member to leave", "unhealthySince", since, "unreachableFor", down.Round(time.Second),
+	log.Info("Asked an unreachable member to leave", "unhealthySince", since, "unreachableFor", v.down.Round(time.Second),
 		"notHeardBy", etcdLeader, "unreadable", errorStrings(peers.errs))
 	metrics.UnreachableLeaves.Inc()
 	r.Events.Warning(ctx, m, v1alpha1.ReasonUnreachableMember, "Leave",

@@ -19,7 +19,7 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
-// controller stands in for the leave controller: a watch of an object whose leave is requested
+// controller stands in for the membership reconciler: a watch of an object whose leave is requested
 // delivers the controller's answer. Members in refuse are refused for quorum; the others are
 // removed, and the stored object records the removal. takeOver names objects a re-joined node
 // takes over (a new member ID) right after their removal.

@@ -1,4 +1,4 @@
-// Package status holds the status helpers shared by the agent and the leave controller.
+// Package status holds the status helpers shared by the agent and the membership reconciler.
 package status
 
 import (

@@ -260,11 +260,11 @@ func (r *report) writeManyNodes(b *strings.Builder) {
 
 // nodeStepsText says what the breakdown's steps are made of; it describes the agents' code as the
 // logs and the audit log show it.
-const nodeStepsText = `The leading agent's own member takes a hand-over besides: the leader asks for the leave, its
-leave controller steps down (the Lease is released), and the other agents, which watch the Lease,
+const nodeStepsText = `The leading agent's own member takes a hand-over besides: the leader asks for the leave and
+steps down (the Lease is released), and the other agents, which watch the Lease,
 campaign again at once: a new term each, whose manager starts and lists the EtcdMembers into its
 cache (controller-runtime waits for that sync in steps polled every 100 ms) while it takes the Lease,
-before its leave controller removes the member; for a Node's deletion, the new leader's node
+before its membership reconciler removes the member; for a Node's deletion, the new leader's node
 controller then follows every bound Node, the watches started side by side, before it lets the
 deleted one go. A Node's deletion also costs one watch delivery and the
 leader's spec.leave write before the leave starts, and the finalizer's removal and kubectl's own

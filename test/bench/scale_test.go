@@ -80,7 +80,7 @@ func (e *env) apiCall(what string, call func(context.Context) error) {
 	}
 }
 
-// waitSteady waits until the leader counts every object in its gauge and its leave controller
+// waitSteady waits until the leader counts every object in its gauge and its membership reconciler
 // has nothing left to do.
 func (e *env) waitSteady(total int) {
 	e.t.Helper()
@@ -97,7 +97,7 @@ func (e *env) waitSteady(total int) {
 	}
 }
 
-// idle tells whether the leave controller's queue is empty and no reconcile is running.
+// idle tells whether the membership reconciler's queue is empty and no reconcile is running.
 func idle(f families) bool {
 	return f.sum("workqueue_depth", "name", "leave") == 0 &&
 		f.sum("controller_runtime_active_workers", "controller", "leave") == 0
@@ -105,7 +105,7 @@ func idle(f families) bool {
 
 // resyncSample is one full resync by a new leader, timed from its election.
 type resyncSample struct {
-	// reconciled: the new leader's leave controller has finished at least one reconcile per
+	// reconciled: the new leader's membership reconciler has finished at least one reconcile per
 	// object and its queue is empty.
 	reconciled time.Duration
 	// gauge: the new leader's etcdmember_objects gauge counts every object.
@@ -156,7 +156,7 @@ func (e *env) reconciles() map[string]float64 {
 }
 
 // awaitResync reads the agent's metrics every resyncPoll until its objects gauge has counted
-// total objects and its leave controller, having finished wantReconciles reconciles, is idle;
+// total objects and its membership reconciler, having finished wantReconciles reconciles, is idle;
 // it returns when each was first seen.
 func (e *env) awaitResync(ctx context.Context, a *framework.Agent, wantReconciles float64, total int) (gauge, drained time.Time) {
 	e.t.Helper()
