@@ -83,8 +83,9 @@ func (r *MembershipReconciler) tell(ctx context.Context, m *v1alpha1.EtcdMember,
 	}
 }
 
-// makeNext makes the change decided, through its own function: each goes through makeChange
-// (change.go) and records its outcome.
+// makeNext makes the change decided, through its own function, which records its outcome. Each
+// change of etcd's membership goes through makeChange (change.go); the hand-over changes the
+// term, and the dead-member policy's request the object.
 func (r *MembershipReconciler) makeNext(ctx context.Context, m *v1alpha1.EtcdMember, v view, n next, head *headStart) (ctrl.Result, error) {
 	switch n.change {
 	case removeMember:

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd/etcdfake"
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
@@ -602,5 +605,59 @@ func TestFollowersCutThenHealed(t *testing.T) {
 	w.expect("node-2", v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved, "healed")
 	if got := w.removals(); !slices.Equal(got, []uint64{2}) {
 		t.Errorf("removed %v, want [2]", got)
+	}
+}
+
+// removalUnconfirmed fails the first member list after each removal: with LoseAnswer on the
+// removal, etcd applies it and the leader cannot see that it did.
+type removalUnconfirmed struct {
+	Cluster
+	removed bool
+}
+
+func (c *removalUnconfirmed) MemberRemove(ctx context.Context, id uint64) error {
+	c.removed = true
+	return c.Cluster.MemberRemove(ctx, id)
+}
+
+func (c *removalUnconfirmed) MemberList(ctx context.Context) ([]etcd.Member, error) {
+	if c.removed {
+		c.removed = false
+		return nil, etcdfake.ErrInjected
+	}
+	return c.Cluster.MemberList(ctx)
+}
+
+// TestCancelAfterAnUnconfirmedRemoval (make chaos, seed 853098367, scenario 87): etcd applied a
+// removal whose answer was an error, the member list that would have shown it done failed too,
+// and the request was cancelled before the leader looked again. The removal was ours, and the
+// object says so. When the removal did fail, the look at the cancel withdraws the intent, and a
+// removal by hand afterwards is not reported as ours.
+func TestCancelAfterAnUnconfirmedRemoval(t *testing.T) {
+	for _, applied := range []bool{true, false} {
+		t.Run(fmt.Sprintf("applied=%v", applied), func(t *testing.T) {
+			w := newWorld(t, etcdfake.Voters(3)...)
+			if applied {
+				w.r.Etcd = &removalUnconfirmed{Cluster: w.etcd}
+				w.etcd.LoseAnswer(etcdfake.OpMemberRemove)
+			} else {
+				w.etcd.Fail(etcdfake.OpMemberRemove, etcdfake.ErrInjected)
+			}
+			w.askLeave("node-2")
+			_, _ = w.reconcile("node-2")
+			w.expect("node-2", v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonEtcdError, "the removal answered with an error")
+			w.edit("node-2", func(m *v1alpha1.EtcdMember) { m.Spec.Leave = false })
+			if applied {
+				w.mustReconcile("node-2")
+				w.expect("node-2", v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonRemoved, "the removal before the cancel was ours")
+				return
+			}
+			w.mustReconcile("node-2")
+			if err := w.etcd.MemberRemove(t.Context(), 2); err != nil {
+				t.Fatal(err)
+			}
+			w.mustReconcile("node-2")
+			w.expect("node-2", v1alpha1.ConditionJoined, metav1.ConditionFalse, v1alpha1.ReasonNotFound, "the removal by hand after the cancel was not ours")
+		})
 	}
 }

@@ -48,6 +48,8 @@ func (r *MembershipReconciler) whoRemoved(ctx context.Context, m *v1alpha1.EtcdM
 		return removedElsewhere, err
 	case m.Spec.Leave && prior == leaveRequest(m):
 		return removedOnRequest, nil
+	case prior != "" && prior == unconfirmedRemoval(m):
+		return removedOnRequest, nil
 	case prior == evictionRequest(m):
 		return evictedStalled, nil
 	}
@@ -57,7 +59,26 @@ func (r *MembershipReconciler) whoRemoved(ctx context.Context, m *v1alpha1.EtcdM
 // leaveRequest names the object's current leave request in its intent: any change of spec, a
 // cancel or a new request, moves the generation on.
 func leaveRequest(m *v1alpha1.EtcdMember) string {
-	return fmt.Sprintf("%s uid=%s generation=%d", m.Name, m.UID, m.Generation)
+	return leaveRequestAt(m, m.Generation)
+}
+
+func leaveRequestAt(m *v1alpha1.EtcdMember, generation int64) string {
+	return fmt.Sprintf("%s uid=%s generation=%d", m.Name, m.UID, generation)
+}
+
+// unconfirmedRemoval names the request whose removal this object last recorded as answered by an
+// error (Left=False/EtcdError), or "". etcd may have applied it all the same, and a cancel that
+// came before any leader saw the outcome (make chaos, seed 853098367, scenario 87: the apiserver
+// restarting in between) must not turn our removal into one "etcdmember did not make". Its intent
+// still stored proves the member was listed at no look since the cancel: such a look withdraws it
+// (clearCancelled). Only a removal by someone else between the cancel and the leader's next
+// look, a few milliseconds as a rule, would be reported as ours.
+func unconfirmedRemoval(m *v1alpha1.EtcdMember) string {
+	c := status.Get(m, v1alpha1.ConditionLeft)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonEtcdError {
+		return ""
+	}
+	return leaveRequestAt(m, c.ObservedGeneration)
 }
 
 // evictionRequest names the eviction of the learner the object records.
