@@ -184,7 +184,7 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	if opts.LeaveOnNodeDelete {
-		if err := refuseManagedMembership(ctx, restConfig); err != nil {
+		if err := checkManagedMembership(ctx, restConfig, managedCheckRetry); err != nil {
 			return err
 		}
 	}
