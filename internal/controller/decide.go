@@ -213,7 +213,7 @@ func (r *MembershipReconciler) decideLearner(m *v1alpha1.EtcdMember, v view) nex
 	}
 	// No deadline in the messages: it moves with every bit of progress, and each new message
 	// would be a status write and an Event.
-	eviction := fmt.Sprintf("It is removed if it makes no progress for --learner-stall-timeout %s.", r.LearnerStallTimeout)
+	eviction := r.evictionNote()
 	left := r.LearnerStallTimeout - v.stalled
 	if len(v.target.ClientURLs) == 0 {
 		return next{after: left, held: []hold{{change: promoteLearner, condition: v1alpha1.ConditionPromoted, reason: v1alpha1.ReasonNotStarted,
@@ -271,4 +271,9 @@ func (r *MembershipReconciler) decideUnreachable(m *v1alpha1.EtcdMember, v view)
 func unreachableNow(m *v1alpha1.EtcdMember) bool {
 	c := status.Get(m, v1alpha1.ConditionHealthy)
 	return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonUnreachable
+}
+
+// evictionNote ends a learner's Promoted messages with when it is evicted.
+func (r *MembershipReconciler) evictionNote() string {
+	return fmt.Sprintf("It is removed if it makes no progress for --learner-stall-timeout %s.", r.LearnerStallTimeout)
 }

@@ -37,7 +37,7 @@ func seenLearner(m *v1alpha1.EtcdMember) {
 // to the leader's log: the promotion is then retried with back-off, never later than the
 // learner's stall deadline (stallLeft from now).
 func (r *MembershipReconciler) promote(ctx context.Context, m *v1alpha1.EtcdMember, v view, stallLeft time.Duration) (ctrl.Result, error) {
-	eviction := fmt.Sprintf("It is removed if it makes no progress for --learner-stall-timeout %s.", r.LearnerStallTimeout)
+	eviction := r.evictionNote()
 	err := r.makeChange(ctx, m, v.target, change{verb: "promoting", wanted: anyState,
 		call: func(ctx context.Context) error { return r.Etcd.MemberPromote(ctx, v.target.ID) }}, nil)
 	if errors.Is(err, ErrFenced) {
