@@ -205,30 +205,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return err
 	}
-	writer, err := client.New(restConfig, client.Options{Scheme: mgr.GetScheme(), FieldOwner: v1alpha1.FieldManagerAgent})
-	if err != nil {
-		return fmt.Errorf("creating the API client: %w", err)
-	}
-	recorder := &events.Recorder{Client: writer, Namespace: opts.EventsNamespace, Instance: opts.Name}
-	registrar := &Registrar{
-		Reader: mgr.GetAPIReader(), Client: writer, Etcd: etcdClient, Events: recorder,
-		Endpoint: opts.EtcdEndpoints[0], Name: opts.Name, Interval: opts.SyncInterval,
-		PeerURLs: peerURLs, OnRemoved: OnRemovedHook{Command: opts.OnRemovedExec, Timeout: opts.OnRemovedTimeout},
-		NodeName: opts.NodeName,
-	}
-	identityName := opts.Name
-	if identityName == "" {
-		identityName = etcd.IDString(local)
-	}
-	lead := &leadership{
-		opts: opts, rest: restConfig, etcd: etcdClient, events: recorder, registrar: registrar,
-		intents:  etcd.NewIntents(etcdClient),
-		identity: newIdentity(identityName),
-	}
-	if recorder.Instance == "" {
-		recorder.Instance = lead.identity
-	}
-	if err := addAgent(mgr, registrar, lead); err != nil {
+	if err := addAgent(mgr, opts, restConfig, etcdClient, local, peerURLs); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)
@@ -259,9 +236,32 @@ func newManager(restConfig *rest.Config, opts Options, log logr.Logger) (ctrl.Ma
 	return mgr, nil
 }
 
-// addAgent adds the agent's two runnables, registration and leadership, and its health checks:
-// ready once the local member is registered.
-func addAgent(mgr ctrl.Manager, registrar *Registrar, lead *leadership) error {
+// addAgent adds the agent's two runnables, registration of the local member and leadership, and
+// its health checks: ready once the local member is registered.
+func addAgent(mgr ctrl.Manager, opts Options, restConfig *rest.Config, etcdClient *etcd.Client, local uint64, peerURLs []string) error {
+	writer, err := client.New(restConfig, client.Options{Scheme: mgr.GetScheme(), FieldOwner: v1alpha1.FieldManagerAgent})
+	if err != nil {
+		return fmt.Errorf("creating the API client: %w", err)
+	}
+	recorder := &events.Recorder{Client: writer, Namespace: opts.EventsNamespace, Instance: opts.Name}
+	registrar := &Registrar{
+		Reader: mgr.GetAPIReader(), Client: writer, Etcd: etcdClient, Events: recorder,
+		Endpoint: opts.EtcdEndpoints[0], Name: opts.Name, Interval: opts.SyncInterval,
+		PeerURLs: peerURLs, OnRemoved: OnRemovedHook{Command: opts.OnRemovedExec, Timeout: opts.OnRemovedTimeout},
+		NodeName: opts.NodeName,
+	}
+	identityName := opts.Name
+	if identityName == "" {
+		identityName = etcd.IDString(local)
+	}
+	lead := &leadership{
+		opts: opts, rest: restConfig, etcd: etcdClient, events: recorder, registrar: registrar,
+		intents:  etcd.NewIntents(etcdClient),
+		identity: newIdentity(identityName),
+	}
+	if recorder.Instance == "" {
+		recorder.Instance = lead.identity
+	}
 	if err := mgr.Add(registrar); err != nil {
 		return err
 	}

@@ -2,11 +2,9 @@ package controller
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"reflect"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -37,38 +35,6 @@ const (
 	// leader creates one for it.
 	discoveryPolls = 10
 )
-
-// Probes is the leader's latest view of every member's health.
-type Probes struct {
-	// Members holds each listed member's latest probe by member ID.
-	Members map[uint64]etcd.Health
-	// Alarms holds the active alarms by member ID, as last read; a failed read keeps the previous.
-	Alarms map[uint64][]string
-	// List is the member list the round probed: the latest poll's, since a change of membership
-	// starts a round at once.
-	List []etcd.Member
-	// NotServingSince holds, for each member this round found answering but serving no
-	// linearizable read, and only for those, when the first round of its streak of such rounds
-	// started: a round that started later is at least the second.
-	NotServingSince map[uint64]time.Time
-}
-
-// notServing tells whether the round found member id answering but not serving.
-func (p *Probes) notServing(id uint64) bool {
-	h, ok := p.Members[id]
-	return ok && h.Reachable && !h.Serving
-}
-
-// notServingAgain tells whether the round found member id not serving, as an earlier round of
-// the streak did.
-func (p *Probes) notServingAgain(id uint64) bool {
-	since, ok := p.NotServingSince[id]
-	return ok && p.Members[id].At.After(since)
-}
-
-// Healthy tells whether the member's latest probe found it serving: for quorum, a member that
-// answers but cannot serve linearizable reads counts as lost.
-func (p Probes) Healthy(id uint64) bool { return p.Members[id].Serving }
 
 // MembershipWatcher watches what etcd has no watch for: its member list and its members' health.
 // When either changes, and at least every health refresh interval, it asks the controller to run
@@ -103,24 +69,6 @@ type WatcherConfig struct {
 	// Route, when set, is given after every probe round where the leader's calls to the cluster
 	// as a whole (Cluster, the intents) should go: servingVoters.
 	Route func(clientURLs []string)
-}
-
-// servingVoters returns the client URLs, as probed, of every voter round p found serving: where
-// the leader's calls to the cluster as a whole go, balanced over those the client can connect to.
-// The leader's own member is one of them like any other: when it dies, its connection fails and
-// the calls go to the others at once; when it freezes or is cut off, the next round takes it out.
-// A leader whose own etcd failed thus still reads the member list and records what its probes
-// found, and is no blinder to that failure than to any other. nil when no voter served: no call
-// to the cluster can succeed then, wherever it goes, and the last members that served are the
-// likeliest to again.
-func servingVoters(p Probes) []string {
-	var urls []string
-	for _, m := range p.List {
-		if !m.IsLearner && p.Healthy(m.ID) {
-			urls = append(urls, m.ClientURLs...)
-		}
-	}
-	return urls
 }
 
 // NewMembershipWatcher polls etcd and probes members over peers; c lists the objects to enqueue.
@@ -195,6 +143,14 @@ func (w *MembershipWatcher) poll(ctx context.Context, state *pollState, probeDue
 	if err := w.recordObjects(ctx); err != nil {
 		log.V(1).Info("Listing EtcdMembers for metrics failed", "error", err.Error())
 	}
+	// A round that fell due starts on the last list while the list is read: until a round has
+	// found a member failed, the list read may go to that very member (it is one of the serving
+	// voters the calls are routed to) and wait out the probe timeout, and the round that finds the
+	// failure would start only then.
+	var ahead <-chan roundResult
+	if probeDue && state.members != nil {
+		ahead = w.roundAhead(ctx, state.members)
+	}
 	listCtx, cancel := context.WithTimeout(ctx, w.probeTimeout)
 	members, err := w.etcd.MemberList(listCtx)
 	cancel()
@@ -209,12 +165,9 @@ func (w *MembershipWatcher) poll(ctx context.Context, state *pollState, probeDue
 		members, probeDue = state.members, true
 	}
 	changed := !reflect.DeepEqual(state.members, members)
-	if changed {
-		w.peers.Retain(members)
-	}
 	probed := changed || probeDue
 	if probed {
-		changed = w.probe(ctx, members) || changed
+		changed = w.keep(w.roundOn(ctx, members, changed, ahead)) || changed
 	}
 	if changed {
 		state.members = members
@@ -234,10 +187,43 @@ func (w *MembershipWatcher) poll(ctx context.Context, state *pollState, probeDue
 	return probed
 }
 
-// probe probes every member in parallel and reads the alarms, and tells whether anything an
-// operator acts on changed: reachability, serving, leadership, learner state, alarms. Raft index
-// and DB size move with every write, the raft term with every election, and do not count.
+// roundResult is what one probe round found: every member's probe, and the alarms unless their read
+// failed.
+type roundResult struct {
+	probes   Probes
+	alarmsOK bool
+}
+
+// roundOn returns a round on members: the one started ahead on the last list when the list has
+// not changed, else a new one. The round ahead is waited for either way, so that no probe of a
+// member that left can open a connection after Retain closed the member's.
+func (w *MembershipWatcher) roundOn(ctx context.Context, members []etcd.Member, changed bool, ahead <-chan roundResult) roundResult {
+	if ahead != nil {
+		r := <-ahead
+		if !changed {
+			return r
+		}
+	}
+	if changed {
+		w.peers.Retain(members)
+	}
+	return w.round(ctx, members)
+}
+
+// roundAhead runs a round on members in the background.
+func (w *MembershipWatcher) roundAhead(ctx context.Context, members []etcd.Member) <-chan roundResult {
+	done := make(chan roundResult, 1)
+	go func() { done <- w.round(ctx, members) }()
+	return done
+}
+
+// probe runs a round on members and keeps it (keep).
 func (w *MembershipWatcher) probe(ctx context.Context, members []etcd.Member) bool {
+	return w.keep(w.round(ctx, members))
+}
+
+// round probes every member in parallel and reads the alarms, each within the probe timeout.
+func (w *MembershipWatcher) round(ctx context.Context, members []etcd.Member) roundResult {
 	next := Probes{Members: make(map[uint64]etcd.Health, len(members)), List: members}
 	var (
 		mu sync.Mutex
@@ -258,15 +244,24 @@ func (w *MembershipWatcher) probe(ctx context.Context, members []etcd.Member) bo
 	alarms, err := w.etcd.Alarms(alarmCtx)
 	cancel()
 	wg.Wait()
+	next.Alarms = alarms
+	return roundResult{probes: next, alarmsOK: err == nil}
+}
 
+// keep makes r the latest probes and routes the leader's calls by it, and tells whether anything
+// an operator acts on changed: reachability, serving, leadership, learner state, alarms. Raft
+// index and DB size move with every write, the raft term with every election, and do not count.
+// Alarms that could not be read are kept from the round before.
+func (w *MembershipWatcher) keep(r roundResult) bool {
+	next := r.probes
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	prev := w.probes
-	switch {
-	case err == nil:
-		next.Alarms = alarms
-	case prev != nil:
-		next.Alarms = prev.Alarms
+	if !r.alarmsOK {
+		next.Alarms = nil
+		if prev != nil {
+			next.Alarms = prev.Alarms
+		}
 	}
 	next.carryStreaks(prev)
 	w.probes = &next
@@ -285,39 +280,6 @@ func (w *MembershipWatcher) routeTo(p Probes) {
 	}
 	w.routed = urls
 	w.route(urls)
-}
-
-// carryStreaks sets NotServingSince from the round before, prev (nil: none): a member not serving
-// in both keeps the start of its streak, one not serving in this round only starts one here.
-func (p *Probes) carryStreaks(prev *Probes) {
-	p.NotServingSince = map[uint64]time.Time{}
-	for id, h := range p.Members {
-		if !p.notServing(id) {
-			continue
-		}
-		p.NotServingSince[id] = h.At
-		if prev != nil {
-			if since, ok := prev.NotServingSince[id]; ok {
-				p.NotServingSince[id] = since
-			}
-		}
-	}
-}
-
-// summarize renders what counts as a change of health, in a stable order.
-//
-// A member found not serving again, after an earlier round of its streak, is marked: Healthy
-// turns NotServing only from the second round (observeHealth), so that round must reach the
-// reconciler although its probe says what the first one did.
-func summarize(p Probes) string {
-	ids := slices.Sorted(maps.Keys(p.Members))
-	var b strings.Builder
-	for _, id := range ids {
-		h := p.Members[id]
-		fmt.Fprintf(&b, "%x:%t,%t,%t,%t,%x,%v,%t;", id, h.Reachable, h.Serving, h.Status.Leader == id,
-			h.Status.IsLearner, h.AnsweredBy, p.Alarms[id], p.notServingAgain(id))
-	}
-	return b.String()
 }
 
 // recordObjects refreshes the objects gauge from the cache, which costs no API request.

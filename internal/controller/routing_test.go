@@ -1,9 +1,12 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -67,4 +70,54 @@ func TestLeadersOwnMemberDies(t *testing.T) {
 	w.askLeave("node-2")
 	w.mustReconcileEnqueued("node-2")
 	w.expect("node-2", v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk, "a leave with the own member dead")
+}
+
+// TestDueRoundDoesNotWaitForTheListRead: a member froze, and the poll's member list read goes to
+// it (no round has found it yet, so the calls still go there) and hangs until its timeout. The
+// round that fell due starts on the last list without waiting for that read, so the failure shows
+// one probe timeout after the round fell due, not two.
+func TestDueRoundDoesNotWaitForTheListRead(t *testing.T) {
+	w := newWorld(t, etcdfake.Voters(3)...)
+	var state pollState
+	w.pollRound(&state)
+	w.etcd.Set(2, func(m *etcdfake.Member) { m.Frozen = true })
+	probing := make(chan struct{})
+	list := &listBehindProbes{Cluster: w.etcd, probing: probing}
+	w.watcher.etcd = list
+	w.watcher.peers = &signalProbes{Peers: w.etcd, probing: probing}
+	w.pollRound(&state)
+	if !list.answered {
+		t.Error("the member list read ended before any probe of the due round started: the round waited for the read")
+	}
+	w.expect("node-2", v1alpha1.ConditionHealthy, metav1.ConditionFalse, v1alpha1.ReasonUnreachable, "the round after the member froze")
+}
+
+// listBehindProbes answers the member list only once a probe has started, and otherwise fails
+// it at its deadline, as a read sent to a frozen member does.
+type listBehindProbes struct {
+	Cluster
+	probing  <-chan struct{}
+	answered bool
+}
+
+func (l *listBehindProbes) MemberList(ctx context.Context) ([]etcd.Member, error) {
+	select {
+	case <-l.probing:
+		l.answered = true
+		return l.Cluster.MemberList(ctx)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// signalProbes closes probing at the first probe.
+type signalProbes struct {
+	Peers
+	probing chan struct{}
+	once    sync.Once
+}
+
+func (s *signalProbes) Probe(ctx context.Context, m etcd.Member, timeout time.Duration) etcd.Health {
+	s.once.Do(func() { close(s.probing) })
+	return s.Peers.Probe(ctx, m, timeout)
 }
