@@ -255,7 +255,7 @@ func nodeLeaveReason(node *metav1.PartialObjectMetadata) string {
 // releasedNote is the NodeReleasedLeavePending Warning: why the member has not left, with the
 // guard's numbers from the Left condition when it has answered.
 func releasedNote(node *metav1.PartialObjectMetadata, m *v1alpha1.EtcdMember, hold time.Duration) string {
-	why := "the leave controller has not answered the request yet"
+	why := "the leading agent has not answered the request yet"
 	if c := status.Get(m, v1alpha1.ConditionLeft); c != nil {
 		why = fmt.Sprintf("Left=%s/%s: %s", c.Status, c.Reason, c.Message)
 	}
