@@ -9,7 +9,8 @@ import (
 // Exit codes, documented in the root command's help and docs/plugin.md.
 const (
 	// ExitError is every failure that is not one of the below: bad flags, unknown names, missing
-	// permissions, API or etcd errors, a leave that cannot proceed for want of an agent.
+	// permissions, the CRD not installed, API or etcd errors, a leave that cannot proceed for want
+	// of an agent.
 	ExitError = 1
 	// ExitRefused is a leave the quorum guard refused (or, with --dry-run=client, would refuse).
 	// The request stays pending and completes by itself once the cluster is healthy enough.

@@ -109,6 +109,12 @@ func (o *listOptions) run(ctx context.Context, r *root) error {
 	if err != nil {
 		return fmt.Errorf("--selector: %w", err)
 	}
+	if len(o.etcd.Endpoints) > 0 {
+		// Like a bad -o: a CA file without a certificate would cost a wait for the deadline.
+		if err := o.etcd.CheckTLSFiles(); err != nil {
+			return err
+		}
+	}
 	if o.watch {
 		o.stream = printers.NewStream(r.streams.Out, o.noHeaders)
 	}
@@ -124,7 +130,7 @@ func (o *listOptions) run(ctx context.Context, r *root) error {
 	var etcdErr error
 	if len(o.etcd.Endpoints) > 0 {
 		if live, etcdErr = members.QueryEtcd(ctx, o.etcd, o.timeout); etcdErr != nil {
-			r.say("warning: etcd did not answer (%v); showing what the objects record", etcdErr)
+			r.say("warning: no live view from etcd (%v); showing what the objects record", etcdErr)
 		}
 	}
 	if !selector.Empty() && live != nil {

@@ -79,6 +79,11 @@ func (o *pruneOptions) run(ctx context.Context, r *root) error {
 			return fmt.Errorf("%s must be positive, not %s", name, d)
 		}
 	}
+	if len(o.etcd.Endpoints) > 0 {
+		if err := o.etcd.CheckTLSFiles(); err != nil {
+			return err
+		}
+	}
 	c, err := r.client()
 	if err != nil {
 		return err

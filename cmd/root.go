@@ -37,7 +37,8 @@ object gets spec.leave: true.
 
 Exit codes:
   0    done
-  1    error: bad flags, unknown name, no permission, API or etcd failure
+  1    error: bad flags, unknown name, no permission, the CRD not installed, API or etcd
+       failure
   3    the quorum guard refused the leave (it stays pending and completes by itself once the
        cluster is healthy enough; cancel it with "leave NAME --cancel")
   124  --timeout ran out while waiting`,

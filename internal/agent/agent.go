@@ -237,7 +237,8 @@ func newManager(restConfig *rest.Config, opts Options, log logr.Logger) (ctrl.Ma
 }
 
 // addAgent adds the agent's two runnables, registration of the local member and leadership, and
-// its health checks: ready once the local member is registered.
+// its health checks: ready once the local member is registered; crd-installed fails while the
+// EtcdMember CRD is missing.
 func addAgent(mgr ctrl.Manager, opts Options, restConfig *rest.Config, etcdClient *etcd.Client, local uint64, peerURLs []string) error {
 	writer, err := client.New(restConfig, client.Options{Scheme: mgr.GetScheme(), FieldOwner: v1alpha1.FieldManagerAgent})
 	if err != nil {
@@ -269,6 +270,10 @@ func addAgent(mgr ctrl.Manager, opts Options, restConfig *rest.Config, etcdClien
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	// A check of its own, so that /readyz names the cause even with its reasons withheld.
+	if err := mgr.AddReadyzCheck("crd-installed", func(*http.Request) error { return registrar.CRDInstalled() }); err != nil {
 		return err
 	}
 	return mgr.AddReadyzCheck("registered", func(*http.Request) error { return registrar.Ready() })

@@ -19,6 +19,7 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/etcd"
 	"github.com/etcdmember/kubectl-etcdmember/internal/events"
+	"github.com/etcdmember/kubectl-etcdmember/internal/members"
 	"github.com/etcdmember/kubectl-etcdmember/internal/naming"
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
@@ -55,6 +56,8 @@ type Registrar struct {
 
 	local      atomic.Uint64
 	registered atomic.Bool
+	// notInstalled is set while the last sync found the EtcdMember CRD missing.
+	notInstalled atomic.Pointer[members.NotInstalledError]
 
 	// Only the sync loop touches these.
 	last registration
@@ -96,13 +99,27 @@ func (r *Registrar) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("register")
 	ctx = logf.IntoContext(ctx, log)
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		if err := r.sync(ctx); err != nil {
-			r.registered.Store(false)
+		err := r.sync(ctx)
+		missing := members.NotInstalled(err)
+		r.notInstalled.Store(missing)
+		r.registered.Store(err == nil)
+		switch {
+		case missing != nil:
+			// An install step to take, not a fault of the agent's: no stack trace.
+			log.Info("Registering the local member failed: the EtcdMember CRD is not installed; retrying", "in", r.Interval, "reason", missing.Error())
+		case err != nil:
 			log.Error(err, "Registering the local member failed; retrying", "in", r.Interval)
-		} else {
-			r.registered.Store(true)
 		}
 	}, r.Interval)
+	return nil
+}
+
+// CRDInstalled fails, naming the fix, while the last sync found the EtcdMember CRD missing; it
+// backs the agent's crd-installed readiness check.
+func (r *Registrar) CRDInstalled() error {
+	if missing := r.notInstalled.Load(); missing != nil {
+		return missing
+	}
 	return nil
 }
 

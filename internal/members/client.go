@@ -75,9 +75,13 @@ func NotFound(ctx context.Context, c client.Client, name string) error {
 	return fmt.Errorf("%s; existing: %s", msg, strings.Join(names, ", "))
 }
 
-// Explain turns an API error of the request with this verb into one a user can act on; needs
-// lists the verbs the whole command requires, so one RBAC change fixes it.
+// Explain turns an API error of the request with this verb into one a user can act on: a missing
+// CRD becomes a *NotInstalledError, which names the fix; for a forbidden request, needs lists the
+// verbs the whole command requires, so one RBAC change fixes it.
 func Explain(err error, verb, name, needs string) error {
+	if missing := NotInstalled(err); missing != nil {
+		return missing
+	}
 	target := Resource
 	if name != "" {
 		target = fmt.Sprintf("%s %q", Resource, name)

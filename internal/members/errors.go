@@ -1,8 +1,11 @@
 package members
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 )
@@ -51,4 +54,26 @@ func (e *TimeoutError) Error() string {
 		msg += fmt.Sprintf(" (last API error: %v)", e.APIError)
 	}
 	return msg
+}
+
+// NotInstalledError is an API server that serves no EtcdMembers: the CRD is not installed there.
+// Discovery's own words ("no matches for etcdmember.io/v1alpha1") name the cause, not the fix.
+type NotInstalledError struct{ Err error }
+
+func (e *NotInstalledError) Error() string {
+	return "the EtcdMember CRD (" + Resource + ") is not installed in this cluster; install it with: kubectl apply -k config/default"
+}
+
+func (e *NotInstalledError) Unwrap() error { return e.Err }
+
+// NotInstalled returns a *NotInstalledError when err is the REST mapper finding no resource or
+// kind of the etcdmember.io group, nil otherwise.
+func NotInstalled(err error) *NotInstalledError {
+	var resource *meta.NoResourceMatchError
+	var kind *meta.NoKindMatchError
+	if (errors.As(err, &resource) && resource.PartialResource.Group == v1alpha1.GroupVersion.Group) ||
+		(errors.As(err, &kind) && kind.GroupKind.Group == v1alpha1.GroupVersion.Group) {
+		return &NotInstalledError{Err: err}
+	}
+	return nil
 }
