@@ -94,7 +94,8 @@ const (
 
 // FinalizerMember is held on an EtcdMember while its member is in etcd, so that deleting the
 // object (allowed by the admission policy only once spec.leave is set) waits until the member is
-// gone, and the object never disappears while its member still votes.
+// gone, and the object never disappears while its member still votes. An uninstall (the deletion of
+// the CRD, CRDName) is the exception: the leading agent lets go of it, and the member stays.
 const FinalizerMember = "etcdmember.io/member"
 
 // FinalizerNode is held by the leading agent, under --leave-on-node-delete, on every Node bound

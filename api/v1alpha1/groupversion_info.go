@@ -10,6 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
+// CRDName is the name of the CustomResourceDefinition that serves EtcdMembers. Its deletion is an
+// uninstall: the apiserver deletes every EtcdMember with it, and the leading agent then lets go of
+// their FinalizerMember and removes no etcd member.
+const CRDName = "etcdmembers.etcdmember.io"
+
 var (
 	// GroupVersion is the group and version of every type in this package.
 	GroupVersion = schema.GroupVersion{Group: "etcdmember.io", Version: "v1alpha1"}

@@ -147,7 +147,8 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	return ctrl.Result{}, nil
 }
 
-// boundTo returns the objects bound to the Node.
+// boundTo returns the objects bound to the Node. An object that goes with the CRD binds nothing:
+// an uninstall holds no Node, and asks no member to leave for one.
 func (r *NodeReconciler) boundTo(ctx context.Context, node string) ([]*v1alpha1.EtcdMember, error) {
 	var list v1alpha1.EtcdMemberList
 	if err := r.Client.List(ctx, &list); err != nil {
@@ -155,7 +156,14 @@ func (r *NodeReconciler) boundTo(ctx context.Context, node string) ([]*v1alpha1.
 	}
 	var bound []*v1alpha1.EtcdMember
 	for i := range list.Items {
-		if list.Items[i].BoundNode() == node {
+		if list.Items[i].BoundNode() != node {
+			continue
+		}
+		goes, err := goesWithCRD(ctx, r.APIReader, &list.Items[i])
+		if err != nil {
+			return nil, err
+		}
+		if !goes {
 			bound = append(bound, &list.Items[i])
 		}
 	}

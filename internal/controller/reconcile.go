@@ -139,6 +139,9 @@ func (r *MembershipReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if goes, err := r.letGoWithCRD(ctx, m); goes || err != nil {
+		return ctrl.Result{}, err
+	}
 	before := m.DeepCopy()
 	head := r.headStart(ctx, m)
 	// The head start's calls end with this reconcile, whichever way it ends.
@@ -202,7 +205,8 @@ func onServerError(write func() error) error {
 }
 
 // syncFinalizer holds FinalizerMember exactly while the member is in etcd: a deletion the
-// admission policy let through (spec.leave is set) then waits until the leave is done.
+// admission policy let through (spec.leave is set) then waits until the leave is done. An
+// uninstall's deletion never reaches it (letGoWithCRD).
 func (r *MembershipReconciler) syncFinalizer(ctx context.Context, m *v1alpha1.EtcdMember) error {
 	want := status.IsTrue(m, v1alpha1.ConditionJoined)
 	if controllerutil.ContainsFinalizer(m, v1alpha1.FinalizerMember) == want {
