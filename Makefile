@@ -37,6 +37,12 @@ include packaging.mk
 TESTBIN := $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/etcdctl $(BIN)/etcd-3.5 $(BIN)/etcd-3.4 \
 	$(BIN)/prometheus $(BIN)/promtool
 TOOLS := $(BIN)/controller-gen $(BIN)/golangci-lint
+# The node tier (test/node): the image of `make image` under a real kubelet and containerd, with the
+# control plane around them, all built here; runc, the CNI plugins and nft come from Debian.
+CONTAINERD_VERSION := v2.3.4
+NODEBIN := $(BIN)/kubelet $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kube-proxy \
+	$(BIN)/containerd $(BIN)/containerd-shim-runc-v2 $(BIN)/ctr $(BIN)/pause.tar
+NODE_PACKAGES := runc containernetworking-plugins nftables conntrack systemd
 GO_SOURCES := main.go $(shell find cmd api internal -name '*.go' 2>/dev/null)
 
 .PHONY: help
@@ -55,7 +61,7 @@ lab: build testbin ## Start the local lab and keep it running to type into (kube
 	$(GO) run ./hack/demo -lab
 
 .PHONY: test
-test: build testbin dist image krew ## Run every test: unit, integration (test/framework), e2e and packaging, a short fuzz run, then make verify.
+test: build testbin nodebin dist image krew ## Run every test: unit, integration (test/framework), e2e and packaging, a short fuzz run, then make verify.
 	@# Each e2e scenario runs its own test bed and mostly waits; 6 at a time keep 2 cores about half
 	@# busy. Scenarios that time how fast something happens run alone (test/e2e/env_test.go).
 	$(GO) test -count=1 -timeout 20m -parallel 6 ./...
@@ -110,6 +116,37 @@ $(BIN)/kube-apiserver $(BIN)/kubectl &: hack/tools/kube/go.mod hack/tools/kube/g
 	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/ \
 		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
 	@touch $(BIN)/kube-apiserver $(BIN)/kubectl
+
+.PHONY: nodebin
+nodebin: $(NODEBIN) node-packages ## Build what the node tier runs (kubelet, kube-controller-manager, kube-scheduler, kube-proxy, containerd, the pause image) and install runc, the CNI plugins and nft.
+
+$(BIN)/kubelet $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kube-proxy &: hack/tools/kube/go.mod hack/tools/kube/go.sum
+	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/ \
+		k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
+		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy
+	@touch $(BIN)/kubelet $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kube-proxy
+
+# Without cgo (no btrfs, devmapper or zfs snapshotters; the tier uses overlayfs).
+$(BIN)/containerd $(BIN)/containerd-shim-runc-v2 $(BIN)/ctr &: hack/tools/containerd/go.mod hack/tools/containerd/go.sum
+	cd hack/tools/containerd && CGO_ENABLED=0 $(GO) build -trimpath -tags "no_btrfs no_devmapper no_zfs urfave_cli_no_docs" \
+		-o $(BIN)/ github.com/containerd/containerd/v2/cmd/containerd \
+		github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/ctr
+	@touch $(BIN)/containerd $(BIN)/containerd-shim-runc-v2 $(BIN)/ctr
+
+# No registry is reachable: the pods' sandbox image is built here and imported into containerd.
+$(BIN)/pause.tar: hack/tools/image/pause/main.go $(BIN)/imagebuild
+	cd hack/tools/image && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/pause ./pause
+	$(BIN)/imagebuild pause -bin $(BIN)/pause -out $@
+
+# Debian's packages, installed only when missing (apt-get needs root, as CI and the sessions are).
+.PHONY: node-packages
+node-packages:
+	@missing=$$(for p in $(NODE_PACKAGES); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages for the node tier:" $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
 
 $(BIN)/etcd $(BIN)/etcdctl &: hack/tools/etcd/go.mod hack/tools/etcd/go.sum
 	cd hack/tools/etcd && $(GO) build -trimpath -o $(BIN)/etcd go.etcd.io/etcd/server/v3 && \

@@ -1,10 +1,15 @@
 package cmd
 
 import (
+	"errors"
 	"flag"
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -29,7 +34,7 @@ leader removes members whose object has spec.leave: true, one at a time, never i
 			logger := zap.New(zap.UseFlagOptions(&zapOpts))
 			ctrl.SetLogger(logger)
 			ctx := ctrl.LoggerInto(cmd.Context(), logger)
-			opts.RESTConfig = r.config.ToRESTConfig
+			opts.RESTConfig = agentRESTConfig(r.config, cmd.Flags())
 			if cmd.Flags().Changed("metrics-secure") {
 				opts.MetricsSecure = &metricsSecure
 			}
@@ -67,10 +72,45 @@ leader removes members whose object has spec.leave: true, one at a time, never i
 	f.StringVar(&opts.OnRemovedExec, "on-removed-exec", "", "Shell command (/bin/sh -c) run once after this node's member was removed on request, and only once another etcd member confirms that it is gone, with ETCDMEMBER_NAME and ETCDMEMBER_MEMBER_ID set. Empty: none.")
 	f.DurationVar(&opts.OnRemovedTimeout, "on-removed-timeout", opts.OnRemovedTimeout, "How long the --on-removed-exec command may run before it is killed.")
 	f.StringVar(&opts.NodeName, "node-name", os.Getenv("NODE_NAME"), "Kubernetes Node this agent runs on, published in status.nodeName (default: the NODE_NAME environment variable). Empty: the member is bound to no Node.")
-	f.BoolVar(&opts.LeaveOnNodeDelete, "leave-on-node-delete", false, "Ask a member to leave when its bound Node is deleted, whoever deletes it (an operator, Terraform, Cluster API, a cloud node lifecycle controller), holding the Node with the etcdmember.io/etcd-member finalizer until the member has left, for --node-delete-hold at most. A kubelet that still runs re-creates its Node, but the member does not come back by itself: the node must re-join. Refused where k3s/RKE2 or k0s already manage etcd membership.")
+	f.BoolVar(&opts.LeaveOnNodeDelete, "leave-on-node-delete", false, "Ask a member to leave when its bound Node is deleted, whoever deletes it (an operator, Terraform, Cluster API, a cloud node lifecycle controller), holding the Node with the etcdmember.io/etcd-member finalizer until the member has left, for --node-delete-hold at most. The member does not come back with the Node (a running kubelet registers it again only once restarted): the node must re-join. Refused where k3s/RKE2 or k0s already manage etcd membership.")
 	f.DurationVar(&opts.NodeDeleteHold, "node-delete-hold", opts.NodeDeleteHold, "Under --leave-on-node-delete, how long a deleted Node is held for its member's leave; after it the Node goes and the leave stays pending until the quorum guard allows it.")
 	goFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 	zapOpts.BindFlags(goFlags)
 	f.AddGoFlagSet(goFlags)
 	return cmd
+}
+
+// agentRESTConfig is where the agent finds the API server, in controller-runtime's order: kubectl's
+// connection flags when one is given or KUBECONFIG is set, else the pod's ServiceAccount when it
+// runs in a pod, else kubectl's default loading rules. In a pod, $HOME/.kube/config is never read:
+// the image's HOME is 65532's 0700 directory, which the DaemonSet's root without capabilities
+// cannot enter, and client-go fails on an unreadable kubeconfig where it skips a missing one, so
+// the agent crash-looped before it ever tried its in-cluster credentials.
+func agentRESTConfig(config *genericclioptions.ConfigFlags, flags *pflag.FlagSet) func() (*rest.Config, error) {
+	return func() (*rest.Config, error) {
+		if connectionFlagsSet(flags) || os.Getenv("KUBECONFIG") != "" {
+			return config.ToRESTConfig()
+		}
+		cfg, err := rest.InClusterConfig()
+		if errors.Is(err, rest.ErrNotInCluster) {
+			return config.ToRESTConfig()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("in-cluster credentials: %w", err)
+		}
+		return cfg, nil
+	}
+}
+
+// connectionFlagsSet tells whether any of kubectl's connection flags was given on the command line.
+func connectionFlagsSet(flags *pflag.FlagSet) bool {
+	names := pflag.NewFlagSet("connection", pflag.ContinueOnError)
+	genericclioptions.NewConfigFlags(true).AddFlags(names)
+	set := false
+	names.VisitAll(func(f *pflag.Flag) {
+		if given := flags.Lookup(f.Name); given != nil && given.Changed {
+			set = true
+		}
+	})
+	return set
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -16,15 +17,27 @@ import (
 	"k8s.io/client-go/rest"
 )
 
+// firstAddress is the first host address of a Service range, which the apiserver gives the
+// "kubernetes" Service.
+func firstAddress(cidr string) (net.IP, error) {
+	_, n, err := net.ParseCIDR(cidr)
+	if err != nil {
+		return nil, err
+	}
+	ip := slices.Clone(n.IP.To4())
+	if ip == nil {
+		return nil, fmt.Errorf("%s: IPv4 only", cidr)
+	}
+	ip[3]++
+	return ip, nil
+}
+
 const (
 	apiserverPort = 6443
 	// apiserverReadyTimeout is generous because the apiserver runs dozens of
 	// post-start hooks, and on 2 cores it competes with etcd and the tests.
 	apiserverReadyTimeout = 60 * time.Second
 	serviceCIDR           = "10.0.0.0/24"
-	// serviceIP is the first address of serviceCIDR, which the apiserver
-	// claims for the "kubernetes" Service; in-cluster clients dial it.
-	serviceIP = "10.0.0.1"
 )
 
 // APIServer is a real kube-apiserver storing its data in a Cluster.
@@ -42,6 +55,20 @@ type APIServer struct {
 	users      atomic.Int32 // numbers the files of Restricted credentials
 	// etcdLinks stand between the apiserver and each member in a FaultProxies cluster.
 	etcdLinks map[*Member]*Link
+	cfg       APIServerConfig
+	saKey     string
+}
+
+// APIServerConfig sets what the node tier needs of an apiserver and the other tiers do not.
+type APIServerConfig struct {
+	// IP is the address to serve on instead of a fresh loopback one; a non-loopback one is also
+	// published as the endpoint of the "kubernetes" Service, which in-cluster clients dial.
+	IP string
+	// ServiceCIDR is the Service range, 10.0.0.0/24 when empty; its first address is in the
+	// serving certificate.
+	ServiceCIDR string
+	// Nodes authorizes kubelets as Kubernetes does (Node,RBAC and the NodeRestriction admission).
+	Nodes bool
 }
 
 // StartAPIServer starts kube-apiserver on its own loopback address, storing in
@@ -52,18 +79,34 @@ type APIServer struct {
 // through a link of its own (EtcdLink), never through the members' client links.
 func StartAPIServer(t TB, c *Cluster) *APIServer {
 	t.Helper()
-	a := &APIServer{c: c, dir: t.TempDir(), bin: Binary(t, "kube-apiserver")}
+	return StartAPIServerWith(t, c, APIServerConfig{})
+}
+
+// StartAPIServerWith is StartAPIServer with the settings of cfg.
+func StartAPIServerWith(t TB, c *Cluster, cfg APIServerConfig) *APIServer {
+	t.Helper()
+	if cfg.ServiceCIDR == "" {
+		cfg.ServiceCIDR = serviceCIDR
+	}
+	a := &APIServer{c: c, dir: t.TempDir(), bin: Binary(t, "kube-apiserver"), cfg: cfg, ip: cfg.IP}
 	var err error
-	if a.ip, err = allocateIP(apiserverPort); err != nil {
-		t.Fatalf("apiserver address: %v", err)
+	if a.ip == "" {
+		if a.ip, err = allocateIP(apiserverPort); err != nil {
+			t.Fatalf("apiserver address: %v", err)
+		}
+	}
+	firstService, err := firstAddress(cfg.ServiceCIDR)
+	if err != nil {
+		t.Fatalf("apiserver service range: %v", err)
 	}
 	serving, err := c.ca.issueServing(a.dir, "apiserver",
-		[]net.IP{net.ParseIP(a.ip), net.ParseIP(serviceIP)},
+		[]net.IP{net.ParseIP(a.ip), firstService},
 		"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
 	if err != nil {
 		t.Fatalf("apiserver certificate: %v", err)
 	}
 	saKey, saPub := filepath.Join(a.dir, "service-account.key"), filepath.Join(a.dir, "service-account.pub")
+	a.saKey = saKey
 	if err := writeSigningKey(saKey, saPub); err != nil {
 		t.Fatalf("service account key: %v", err)
 	}
@@ -112,12 +155,17 @@ func (a *APIServer) flags(serving *keyPair, saKey, saPub string) []string {
 		"--service-account-issuer=" + a.URL(),
 		"--service-account-key-file=" + saPub,
 		"--service-account-signing-key-file=" + saKey,
-		"--service-cluster-ip-range=" + serviceCIDR,
-		// The reconciler publishes the advertise address as the endpoint of
-		// the "kubernetes" Service and refuses a loopback one at startup.
-		// Nothing in these tests dials the Service.
-		"--endpoint-reconciler-type=none",
+		"--service-cluster-ip-range=" + a.cfg.ServiceCIDR,
 		"--etcd-servers=" + strings.Join(etcdServers, ","),
+	}
+	if net.ParseIP(a.ip).IsLoopback() {
+		// The reconciler publishes the advertise address as the endpoint of the "kubernetes"
+		// Service and refuses a loopback one at startup. Only the node tier dials the Service.
+		args = append(args, "--endpoint-reconciler-type=none")
+	}
+	if a.cfg.Nodes {
+		args = append(args, "--enable-admission-plugins=NodeRestriction")
+		args[slices.Index(args, "--authorization-mode=RBAC")] = "--authorization-mode=Node,RBAC"
 	}
 	if tf := a.c.TLS(); tf != nil {
 		args = append(args,

@@ -49,6 +49,14 @@ type ClusterConfig struct {
 	// each agent and its member (Agent.EtcdLink), and between the apiserver and each member
 	// (APIServer.EtcdLink). Members then advertise the proxies' URLs, and cannot MoveTo.
 	FaultProxies bool
+	// IPs, when set, are the addresses members node-1, node-2, ... take at their first start instead
+	// of loopback ones: the node tier puts them on its network namespace's interface, where a
+	// kubelet node's agent reaches its member at the node's address (NodeAddress).
+	IPs []string
+	// LoopbackClient names the member that also serves clients on 127.0.0.1:2379, where kubeadm's
+	// etcd listens and deploy/static-pod reaches it. Only in a network namespace of the test's own
+	// (the node tier): on the machine's loopback, parallel tests would compete for the address.
+	LoopbackClient string
 }
 
 // Cluster is a set of real etcd processes, each on its own loopback address.
@@ -65,6 +73,9 @@ type Cluster struct {
 	// etcdBinary is ClusterConfig.EtcdBinary with its default applied.
 	etcdBinary string
 	faults     *clusterFaults // nil without ClusterConfig.FaultProxies
+	// fixedIPs and loopbackClient are ClusterConfig.IPs (by member name) and LoopbackClient.
+	fixedIPs       map[string]string
+	loopbackClient string
 
 	mu      sync.Mutex
 	members []*Member
@@ -81,7 +92,11 @@ func NewCluster(t TB, cfg ClusterConfig) *Cluster {
 		cfg.EtcdBinary = "etcd"
 	}
 	bin := Binary(t, cfg.EtcdBinary)
-	c := &Cluster{owner: t, dir: t.TempDir(), token: "framework-" + rand.Text()[:8], etcdBinary: cfg.EtcdBinary}
+	c := &Cluster{owner: t, dir: t.TempDir(), token: "framework-" + rand.Text()[:8], etcdBinary: cfg.EtcdBinary,
+		fixedIPs: map[string]string{}, loopbackClient: cfg.LoopbackClient}
+	for i, ip := range cfg.IPs {
+		c.fixedIPs[fmt.Sprintf("node-%d", i+1)] = ip
+	}
 	var err error
 	if c.ca, err = newAuthority(c.dir); err != nil {
 		t.Fatalf("cluster CA: %v", err)

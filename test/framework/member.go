@@ -75,13 +75,17 @@ func (c *Cluster) newMember(t TB, name string) *Member {
 	return m
 }
 
-// assignAddress gives m a fresh loopback address, re-issuing its certificate
-// for that address when the cluster uses TLS.
+// assignAddress gives m a fresh loopback address (at its first start, the address
+// ClusterConfig.IPs fixes for it, if any), re-issuing its certificate for that
+// address when the cluster uses TLS.
 func (m *Member) assignAddress(t TB) {
 	t.Helper()
-	ip, err := allocateIP(etcdClientPort, etcdPeerPort)
-	if err != nil {
-		t.Fatalf("address for member %s: %v", m.Name, err)
+	ip, fixed := m.c.fixedIPs[m.Name]
+	if !fixed || m.IP() != "" {
+		var err error
+		if ip, err = allocateIP(etcdClientPort, etcdPeerPort); err != nil {
+			t.Fatalf("address for member %s: %v", m.Name, err)
+		}
 	}
 	var certs *keyPair
 	if m.c.tls != nil {
@@ -90,6 +94,13 @@ func (m *Member) assignAddress(t TB) {
 		// client certificate's IP SANs against the connection's source; so
 		// the certificate names 127.0.0.1 besides the member's own address.
 		ips := []net.IP{net.ParseIP(ip), net.IPv4(127, 0, 0, 1)}
+		// On a non-loopback interface the kernel's source address for a local destination is the
+		// destination itself, so a member dialling a peer at a fixed address connects from the
+		// peer's address: every member's certificate names all of them.
+		for _, fixedIP := range m.c.fixedIPs {
+			ips = append(ips, net.ParseIP(fixedIP))
+		}
+		var err error
 		if certs, err = m.c.ca.issueServing(m.dir, "member", ips); err != nil {
 			t.Fatalf("certificate for member %s: %v", m.Name, err)
 		}
@@ -297,6 +308,9 @@ func (m *Member) args() []string {
 	defer m.mu.Unlock()
 	if m.advertiseClient != "" {
 		advertise = m.advertiseClient
+	}
+	if m.Name == m.c.loopbackClient {
+		client += "," + m.c.scheme() + "://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(etcdClientPort))
 	}
 	args := []string{
 		"--name", m.EtcdName(),

@@ -1,0 +1,542 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The node tier: what operators run, under a real kubelet. A NodeCluster is etcd members on the
+// tier's interface (kubespray's layout: etcd is a host service at each node's address), a
+// kube-apiserver with Node authorization whose "kubernetes" Service kube-proxy routes, and
+// kube-controller-manager and kube-scheduler; a KubeletNode is one member's node: containerd,
+// runc and a kubelet that registers its Node through the API. Every process lives in the tier's
+// namespaces (RunInNodeNamespace); make nodebin builds or installs each part.
+
+const (
+	// NodeServiceCIDR is the tier's Service range; the "kubernetes" Service is its first address.
+	NodeServiceCIDR = "10.96.0.0/24"
+	// nodeReadyTimeout bounds a kubelet's start: registration, the runtime's network ready.
+	nodeReadyTimeout = 90 * time.Second
+	// controlPlaneLabel is the label kubeadm puts on control-plane Nodes, which the DaemonSet
+	// selects; the kubelet may not set it itself.
+	controlPlaneLabel = "node-role.kubernetes.io/control-plane"
+	// etcdPKI is where kubeadm keeps etcd's certificates, which the shipped manifests mount.
+	etcdPKI = "/etc/kubernetes/pki/etcd"
+)
+
+// NodeCluster is the tier's control plane.
+type NodeCluster struct {
+	Cluster *Cluster
+	API     *APIServer
+	dir     string
+	procs   []*process
+}
+
+// StartNodeCluster starts members etcd members (TLS; node-1 also serves 127.0.0.1:2379, as
+// kubeadm's etcd does), the apiserver, kube-controller-manager and kube-scheduler, each at an
+// address of the tier's own, and installs etcd's client certificate where kubeadm puts it.
+func StartNodeCluster(t TB, members int) *NodeCluster {
+	t.Helper()
+	ips := make([]string, members)
+	for i := range ips {
+		ips[i] = NodeAddress(t)
+	}
+	apiIP := NodeAddress(t)
+	c := NewCluster(t, ClusterConfig{Size: members, TLS: true, IPs: ips, LoopbackClient: "node-1"})
+	api := StartAPIServerWith(t, c, APIServerConfig{IP: apiIP, ServiceCIDR: NodeServiceCIDR, Nodes: true})
+	nc := &NodeCluster{Cluster: c, API: api, dir: t.TempDir()}
+	nc.installEtcdPKI(t)
+
+	_, kcm := api.User(t, "system:kube-controller-manager")
+	nc.start(t, "kube-controller-manager",
+		"--kubeconfig="+kcm, "--authentication-kubeconfig="+kcm, "--authorization-kubeconfig="+kcm,
+		"--root-ca-file="+api.CAFile(), "--service-account-private-key-file="+api.saKey,
+		"--use-service-account-credentials", "--leader-elect=false", "--bind-address=127.0.0.1")
+	_, scheduler := api.User(t, "system:kube-scheduler")
+	nc.start(t, "kube-scheduler", "--kubeconfig="+scheduler, "--authentication-kubeconfig="+scheduler,
+		"--authorization-kubeconfig="+scheduler, "--leader-elect=false", "--bind-address=127.0.0.1")
+	return nc
+}
+
+func (nc *NodeCluster) start(t TB, name string, args ...string) *process {
+	t.Helper()
+	p := newProcess(t, name, filepath.Join(nc.dir, name+".log"))
+	if err := p.start(Binary(t, name), args...); err != nil {
+		t.Fatalf("%v", err)
+	}
+	nc.procs = append(nc.procs, p)
+	return p
+}
+
+// installEtcdPKI writes the cluster's CA and an etcd client certificate under etcdPKI, with the
+// names kubeadm gives them: the shipped manifests mount exactly these files. /etc is the tier's
+// overlay, so nothing reaches the host's /etc.
+func (nc *NodeCluster) installEtcdPKI(t TB) {
+	t.Helper()
+	files := nc.Cluster.TLS()
+	if err := os.MkdirAll(etcdPKI, 0o755); err != nil {
+		t.Fatalf("etcd PKI: %v", err)
+	}
+	for src, dst := range map[string]string{
+		files.CA: "ca.crt", files.ClientCert: "healthcheck-client.crt", files.ClientKey: "healthcheck-client.key",
+	} {
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatalf("etcd PKI: %v", err)
+		}
+		mode := os.FileMode(0o644)
+		if strings.HasSuffix(dst, ".key") {
+			mode = 0o600 // as kubeadm writes its keys: only root reads them
+		}
+		if err := os.WriteFile(filepath.Join(etcdPKI, dst), data, mode); err != nil {
+			t.Fatalf("etcd PKI: %v", err)
+		}
+	}
+}
+
+// KubeletNode is one etcd member's node: containerd, runc and a kubelet, named after the member
+// and at its address.
+type KubeletNode struct {
+	Name string
+	IP   string
+	// AgentImage is the image of make image, as imported into the node's containerd.
+	AgentImage string
+
+	nc         *NodeCluster
+	dir        string
+	run        string // the node's directory under /run: sockets and runtime state
+	cgroup     string // cgroupRoot, in every hierarchy
+	containerd *process
+	kubelet    *process
+	// kubeletArgs are the kubelet's binary and flags, for RestartKubelet.
+	kubeletArgs []string
+	proxy       *process
+}
+
+// StartKubeletNode starts the node of member m: containerd with the pause image and the agent
+// image (make image) imported, kube-proxy, and a kubelet that registers Node m.Name at m's
+// address. It labels and taints the Node as kubeadm does a control-plane Node and returns once
+// the Node is Ready. Everything is stopped, unmounted and removed at t's cleanup.
+func (nc *NodeCluster) StartKubeletNode(t TB, m *Member) *KubeletNode {
+	t.Helper()
+	n := &KubeletNode{Name: m.Name, IP: m.IP(), nc: nc, dir: t.TempDir(),
+		run: filepath.Join("/run/etcdmember-node", m.Name), cgroup: nodeCgroupPrefix + strconv.Itoa(os.Getpid()) + "-" + m.Name}
+	for _, d := range []string{n.run, filepath.Join(n.dir, "manifests"), filepath.Join(n.dir, "cni")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatalf("node %s: %v", n.Name, err)
+		}
+	}
+	if err := makeCgroup(n.cgroup); err != nil {
+		t.Fatalf("node %s: %v", n.Name, err)
+	}
+	// Registered before the processes, so it runs after they are killed.
+	t.Cleanup(func() {
+		if err := n.tearDown(); err != nil {
+			t.Logf("node %s cleanup: %v", n.Name, err)
+		}
+	})
+	n.startContainerd(t)
+	n.importImages(t)
+	n.startProxy(t)
+	n.startKubelet(t)
+	n.waitReady(t)
+	return n
+}
+
+// ManifestDir is the kubelet's staticPodPath.
+func (n *KubeletNode) ManifestDir() string { return filepath.Join(n.dir, "manifests") }
+
+// PodLogDir is where the kubelet writes its containers' logs (podLogsDir).
+func (n *KubeletNode) PodLogDir() string { return filepath.Join(n.dir, "pod-logs") }
+
+// KubeletLog is the kubelet's own log.
+func (n *KubeletNode) KubeletLog() string { return n.kubelet.logPath }
+
+func (n *KubeletNode) socket() string { return filepath.Join(n.run, "containerd.sock") }
+
+func (n *KubeletNode) startContainerd(t TB) {
+	t.Helper()
+	runc, err := exec.LookPath("runc")
+	if err != nil {
+		t.Fatalf("runc not found: run \"make nodebin\" (it installs Debian's runc): %v", err)
+	}
+	if _, err := os.Stat("/usr/lib/cni/loopback"); err != nil {
+		t.Fatalf("the CNI plugins are not in /usr/lib/cni: run \"make nodebin\" (Debian's containernetworking-plugins): %v", err)
+	}
+	// A CNI config must exist though every pod here is hostNetwork: containerd reports the
+	// network ready only with one, and a Node that is not Ready keeps a taint the DaemonSet's pods
+	// do not tolerate.
+	if err := os.WriteFile(filepath.Join(n.dir, "cni", "10-lo.conflist"),
+		[]byte(`{"cniVersion":"1.0.0","name":"lo","plugins":[{"type":"loopback"}]}`), 0o644); err != nil {
+		t.Fatalf("node %s: %v", n.Name, err)
+	}
+	config := fmt.Sprintf(containerdConfig, filepath.Join(n.dir, "containerd"), n.run, n.socket(), pauseImage,
+		runc, filepath.Join(n.run, "runc"), filepath.Join(n.dir, "cni"))
+	path := filepath.Join(n.dir, "containerd.toml")
+	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+		t.Fatalf("node %s: %v", n.Name, err)
+	}
+	n.containerd = newProcess(t, "containerd "+n.Name, filepath.Join(n.dir, "containerd.log"))
+	// containerd finds its shim on PATH.
+	env, err := exec.LookPath("env")
+	if err != nil {
+		t.Fatalf("env(1): %v", err)
+	}
+	if err := n.containerd.start(env, "PATH="+BinDir()+":"+os.Getenv("PATH"), Binary(t, "containerd"), "--config", path); err != nil {
+		t.Fatalf("%v", err)
+	}
+	n.containerd.waitReady(t, 30*time.Second, "containerd not serving at "+n.socket(), func(ctx context.Context) error {
+		_, err := n.ctr(ctx, t, "version")
+		return err
+	})
+}
+
+// pauseImage is the reference under which bin/pause.tar stores the sandbox image; containerd pins it.
+const pauseImage = "registry.local/pause:1"
+
+// containerdConfig: restrict_oom_score_adj because root on these machines lacks CAP_SYS_RESOURCE
+// (without it every sandbox fails in runc), NRI off, the cgroupfs driver.
+const containerdConfig = `version = 3
+root = %q
+state = "%s/state"
+[grpc]
+  address = %q
+[plugins.'io.containerd.nri.v1.nri']
+  disable = true
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = %q
+[plugins.'io.containerd.cri.v1.runtime']
+  restrict_oom_score_adj = true
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = "runc"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        BinaryName = %q
+        Root = %q
+        SystemdCgroup = false
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["/usr/lib/cni"]
+    conf_dir = %q
+`
+
+// ctr runs ctr against the node's containerd in the kubelet's namespace (k8s.io).
+func (n *KubeletNode) ctr(ctx context.Context, t TB, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, Binary(t, "ctr"), append([]string{"--address", n.socket(), "--namespace", "k8s.io"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// importImages loads the pause image and the agent image of make image (there is no registry):
+// the pods' images are present, so the kubelet pulls nothing.
+func (n *KubeletNode) importImages(t TB) {
+	t.Helper()
+	root, ok := RepoRoot()
+	if !ok {
+		t.Fatalf("cannot find the repository root above the working directory")
+	}
+	agentTar := filepath.Join(root, "dist", "image_linux_"+runtime.GOARCH+".tar")
+	if _, err := os.Stat(agentTar); err != nil {
+		t.Fatalf("the agent image %s is missing: run \"make image\"", agentTar)
+	}
+	pauseTar := filepath.Join(BinDir(), "pause.tar")
+	if _, err := os.Stat(pauseTar); err != nil {
+		t.Fatalf("bin/pause.tar is missing: run \"make nodebin\"")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, tar := range []string{pauseTar, agentTar} {
+		if _, err := n.ctr(ctx, t, "images", "import", "--platform", "linux/"+runtime.GOARCH, tar); err != nil {
+			t.Fatalf("node %s: importing %s: %v", n.Name, tar, err)
+		}
+	}
+	out, err := n.ctr(ctx, t, "images", "ls", "-q")
+	if err != nil {
+		t.Fatalf("node %s: %v", n.Name, err)
+	}
+	for ref := range strings.FieldsSeq(out) {
+		if strings.Contains(ref, "/kubectl-etcdmember:") {
+			n.AgentImage = ref
+		}
+	}
+	if n.AgentImage == "" {
+		t.Fatalf("node %s: no kubectl-etcdmember image after importing %s:\n%s", n.Name, agentTar, out)
+	}
+}
+
+// TagAgentImage gives the agent image another tag in the node's containerd, for a rolling update
+// to a tag that is present.
+func (n *KubeletNode) TagAgentImage(t TB, tag string) string {
+	t.Helper()
+	ref := n.AgentImage[:strings.LastIndex(n.AgentImage, ":")] + ":" + tag
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	if _, err := n.ctr(ctx, t, "images", "tag", n.AgentImage, ref); err != nil {
+		t.Fatalf("node %s: %v", n.Name, err)
+	}
+	return ref
+}
+
+// ContainerPID returns the host PID of a container's process, from the pod status's containerID
+// ("containerd://<id>").
+func (n *KubeletNode) ContainerPID(t TB, containerID string) int {
+	t.Helper()
+	id := strings.TrimPrefix(containerID, "containerd://")
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	out, err := n.ctr(ctx, t, "tasks", "ls")
+	if err != nil {
+		t.Fatalf("node %s: %v", n.Name, err)
+	}
+	for line := range strings.SplitSeq(out, "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == id {
+			pid, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatalf("node %s: task %s: pid %q: %v", n.Name, id, f[1], err)
+			}
+			return pid
+		}
+	}
+	t.Fatalf("node %s: no task for container %s:\n%s", n.Name, id, out)
+	return 0
+}
+
+// startProxy runs kube-proxy for this node, in nftables mode: it routes the "kubernetes"
+// Service's ClusterIP to the apiserver. Its rules live in the tier's network namespace.
+func (n *KubeletNode) startProxy(t TB) {
+	t.Helper()
+	_, kubeconfig := n.nc.API.User(t, "system:kube-proxy")
+	config := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: nftables
+clientConnection: {kubeconfig: %q}
+hostnameOverride: %q
+bindAddress: %q
+metricsBindAddress: 127.0.0.1:10249
+healthzBindAddress: 127.0.0.1:10256
+# Conntrack settings are the machine's, not the namespace's: leave them alone.
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+`, kubeconfig, n.Name, n.IP)
+	path := filepath.Join(n.dir, "kube-proxy.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+		t.Fatalf("node %s: %v", n.Name, err)
+	}
+	n.proxy = newProcess(t, "kube-proxy "+n.Name, filepath.Join(n.dir, "kube-proxy.log"))
+	if err := n.proxy.start(Binary(t, "kube-proxy"), "--config="+path); err != nil {
+		t.Fatalf("%v", err)
+	}
+}
+
+func (n *KubeletNode) startKubelet(t TB) {
+	t.Helper()
+	_, kubeconfig := n.nc.API.User(t, "system:node:"+n.Name, "system:nodes")
+	config := fmt.Sprintf(kubeletConfig, "/"+n.cgroup, n.socket(), n.ManifestDir(), n.PodLogDir(),
+		filepath.Join(n.dir, "volume-plugins"), n.IP, n.nc.API.CAFile())
+	path := filepath.Join(n.dir, "kubelet.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+		t.Fatalf("node %s: %v", n.Name, err)
+	}
+	n.kubelet = newProcess(t, "kubelet "+n.Name, filepath.Join(n.dir, "kubelet.log"))
+	n.kubeletArgs = []string{Binary(t, "kubelet"), "--config=" + path, "--kubeconfig=" + kubeconfig,
+		"--root-dir=" + filepath.Join(n.dir, "kubelet"), "--cert-dir=" + filepath.Join(n.dir, "pki"),
+		"--hostname-override=" + n.Name, "--node-ip=" + n.IP,
+		"--register-with-taints=" + controlPlaneLabel + "=:NoSchedule"}
+	if err := n.kubelet.start(n.kubeletArgs[0], n.kubeletArgs[1:]...); err != nil {
+		t.Fatalf("%v", err)
+	}
+}
+
+// kubeletConfig: cgroup v1 allowed (these machines have it), swap allowed, no iptables chains of
+// the kubelet's own (one of them drops non-local traffic to 127.0.0.0/8), image garbage
+// collection off (the imported images cannot be pulled again), the static pod directory read
+// every second, and the apiserver's clients authenticated and authorized as kubeadm sets it up.
+const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+failCgroupV1: false
+failSwapOn: false
+cgroupDriver: cgroupfs
+cgroupRoot: %q
+containerRuntimeEndpoint: unix://%s
+staticPodPath: %q
+fileCheckFrequency: 1s
+podLogsDir: %q
+volumePluginDir: %q
+address: %q
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+makeIPTablesUtilChains: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: %q}
+authorization: {mode: Webhook}
+`
+
+// waitReady waits for the Node to be registered and Ready, then labels it control-plane.
+func (n *KubeletNode) waitReady(t TB) {
+	t.Helper()
+	cs := n.nc.API.Clientset()
+	n.kubelet.waitReady(t, nodeReadyTimeout, "Node "+n.Name+" not Ready", func(ctx context.Context) error {
+		node, err := cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("Node %s is not Ready: %v", n.Name, node.Status.Conditions)
+	})
+	n.Label(t)
+}
+
+// RestartKubelet stops the kubelet and starts it again with the same settings, as a node's service
+// manager would: a kubelet registers its Node only when it starts. It returns once the Node is
+// registered (not necessarily Ready).
+func (n *KubeletNode) RestartKubelet(t TB) {
+	t.Helper()
+	if err := n.kubelet.stop(); err != nil {
+		t.Fatalf("node %s: %v", n.Name, err)
+	}
+	if err := n.kubelet.start(n.kubeletArgs[0], n.kubeletArgs[1:]...); err != nil {
+		t.Fatalf("%v", err)
+	}
+	n.kubelet.waitReady(t, nodeReadyTimeout, "Node "+n.Name+" not registered", func(ctx context.Context) error {
+		_, err := n.nc.API.Clientset().CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		return err
+	})
+}
+
+// Label puts kubeadm's control-plane label on the Node (again, after it was re-registered).
+func (n *KubeletNode) Label(t TB) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:""}}}`, controlPlaneLabel)
+	Eventually(t, 30*time.Second, 200*time.Millisecond, "labelling Node "+n.Name, Succeeds(func(ctx context.Context) error {
+		_, err := n.nc.API.Clientset().CoreV1().Nodes().Patch(ctx, n.Name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{})
+		return err
+	}))
+}
+
+// tearDown stops the node for good: the kubelet first (so it restarts nothing), then every process
+// in the node's cgroups (the containers) and its shims, then containerd; it unmounts what they
+// left mounted under the node's directories, deepest first, and removes the node's cgroups.
+func (n *KubeletNode) tearDown() error {
+	var errs []error
+	for _, p := range []*process{n.kubelet, n.proxy} {
+		if p != nil {
+			errs = append(errs, p.kill())
+		}
+	}
+	n.killContainers()
+	if n.containerd != nil {
+		errs = append(errs, n.containerd.kill())
+	}
+	errs = append(errs, unmountUnder(n.dir), unmountUnder(n.run))
+	roots, err := cgroupRoots()
+	errs = append(errs, err)
+	for _, root := range roots {
+		if _, err := os.Stat(filepath.Join(root, n.cgroup)); err == nil {
+			errs = append(errs, removeCgroup(filepath.Join(root, n.cgroup)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// killContainers kills the node's containers (every process in its cgroups) and its shims (started
+// with the node's containerd address), until none is left.
+func (n *KubeletNode) killContainers() {
+	deadline := time.Now().Add(killTimeout)
+	for time.Now().Before(deadline) {
+		var pids []int
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			cg, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+			cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if strings.Contains(string(cg), "/"+n.cgroup) ||
+				(strings.Contains(string(cmdline), "containerd-shim") && strings.Contains(string(cmdline), n.socket())) {
+				pids = append(pids, pid)
+			}
+		}
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL) // gone meanwhile is as good as killed
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// makeCgroup creates name at the top of every cgroup hierarchy: the kubelet's cgroupRoot must
+// exist. A v1 cpuset cgroup starts with no CPUs and no memory nodes, so it gets its parent's.
+func makeCgroup(name string) error {
+	roots, err := cgroupRoots()
+	if err != nil {
+		return err
+	}
+	for _, root := range roots {
+		dir := filepath.Join(root, name)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("cgroup %s: %w", dir, err)
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			parent, err := os.ReadFile(filepath.Join(root, f))
+			if err != nil {
+				continue // not the cpuset hierarchy
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), parent, 0o644); err != nil {
+				return fmt.Errorf("cgroup %s/%s: %w", dir, f, err)
+			}
+		}
+	}
+	return nil
+}
+
+// unmountUnder detaches every mount at or below dir, deepest first: the kubelet bind-mounts its
+// root directory and mounts the pods' volumes, containerd its snapshots.
+func unmountUnder(dir string) error {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return fmt.Errorf("mountinfo: %w", err)
+	}
+	var targets []string
+	for _, m := range parseMountinfo(string(data)) {
+		if m.target == dir || strings.HasPrefix(m.target, dir+"/") {
+			targets = append(targets, m.target)
+		}
+	}
+	slices.SortFunc(targets, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	var errs []error
+	for _, target := range targets {
+		if err := syscall.Unmount(target, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmounting %s: %w", target, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,203 @@
+package framework
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// The node tier's namespace. A kubelet refuses a loopback node IP, and tests here may reach only
+// loopback addresses or addresses inside network namespaces they made themselves; a kubelet also
+// writes to fixed host paths. So a node tier test binary runs itself again in a network and mount
+// namespace of its own (RunInNodeNamespace): every process it starts (etcd, the apiserver, the
+// controllers, containerd, the kubelets and their hostNetwork pods) lives there, on a veth
+// interface that carries the tier's addresses, and the host's /etc, /var and /run are overlaid so
+// that what those processes write there stays in the namespace.
+
+const (
+	// nodeNamespaceEnv marks the test binary that runs inside the tier's namespaces, and holds the
+	// directory of its overlays' upper layers.
+	nodeNamespaceEnv = "ETCDMEMBER_NODE_NAMESPACE"
+	// nodeLink is the veth end that carries the tier's addresses; its peer stays in the namespace.
+	nodeLink, nodeLinkPeer = "etm0", "etm1"
+	// nodeSubnet is the tier's address range: on the namespace's interface only, never on the host.
+	nodeSubnet = "172.29.0.0/16"
+)
+
+// overlaidDirs are the host directories a kubelet, containerd and the CNI plugins write to where
+// no flag moves them.
+var overlaidDirs = []string{"/etc", "/var", "/run"}
+
+// RunInNodeNamespace runs a node tier test binary's tests (m.Run) in a network and mount
+// namespace of their own, and restores the host afterwards; call it from TestMain and exit with
+// its result. Outside the namespace it needs root; it takes the machine's node tier lock, restores
+// what an earlier killed run left, records the host's state, runs the binary again inside fresh
+// namespaces, then restores and checks the host (RestoreHost), failing the run when anything
+// differs.
+func RunInNodeNamespace(m interface{ Run() int }) int {
+	if dir := os.Getenv(nodeNamespaceEnv); dir != "" {
+		if err := setUpNodeNamespace(dir); err != nil {
+			fmt.Fprintf(os.Stderr, "node tier namespace: %v\n", err)
+			return 1
+		}
+		return m.Run()
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "the node tier runs kubelets and containerd: it needs root (make test runs as root in CI)")
+		return 1
+	}
+	before, err := prepareHost()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "node tier: %v\n", err)
+		return 1
+	}
+	code := runInNamespace()
+	if err := RestoreHost(before); err != nil {
+		fmt.Fprintf(os.Stderr, "--- FAIL: node tier host restore\n%v\n", err)
+		return 1
+	}
+	if err := os.Remove(hostRecord()); err != nil {
+		fmt.Fprintf(os.Stderr, "node tier: %v\n", err)
+		return 1
+	}
+	return code
+}
+
+// prepareHost takes the lock, recovers from a killed run and records the host's state.
+func prepareHost() (*HostState, error) {
+	if err := lockNodeTier(); err != nil {
+		return nil, fmt.Errorf("taking the node tier lock in %s: %w", nodeStateDir, err)
+	}
+	if err := RecoverKilledRun(); err != nil {
+		return nil, err
+	}
+	before, err := ReadHostState()
+	if err != nil {
+		return nil, err
+	}
+	return before, recordHost(before)
+}
+
+// runInNamespace runs this binary again with the same arguments in new network and mount
+// namespaces, forwarding SIGINT and SIGTERM so that its cleanups run, and returns its exit code.
+func runInNamespace() int {
+	upper, err := os.MkdirTemp("", "etcdmember-node-ns-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "node tier: %v\n", err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(upper) }() // the overlays went with the namespace
+	cmd := exec.Command(os.Args[0], os.Args[1:]...)
+	cmd.Env = append(os.Environ(), nodeNamespaceEnv+"="+upper)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWNET | syscall.CLONE_NEWNS,
+		Pdeathsig:  syscall.SIGKILL,
+	}
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(signals)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "node tier: starting the tests in new namespaces: %v\n", err)
+		return 1
+	}
+	go func() {
+		for sig := range signals {
+			_ = cmd.Process.Signal(sig) // it may have exited meanwhile
+		}
+	}()
+	if err := cmd.Wait(); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && exit.ExitCode() > 0 {
+			return exit.ExitCode()
+		}
+		fmt.Fprintf(os.Stderr, "node tier: the tests in their namespaces: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// setUpNodeNamespace runs first in the namespaced binary: mounts stay private to it, /etc, /var
+// and /run get an overlay whose upper layer is under upper, loopback comes up, and the veth pair
+// carries the tier's subnet with a default route (the "kubernetes" Service's ClusterIP needs a
+// route before kube-proxy rewrites it).
+func setUpNodeNamespace(upper string) error {
+	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making mounts private: %w", err)
+	}
+	for _, dir := range overlaidDirs {
+		u := filepath.Join(upper, strings.TrimPrefix(dir, "/"))
+		for _, d := range []string{u + "/upper", u + "/work"} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
+		}
+		opts := fmt.Sprintf("lowerdir=%s,upperdir=%s/upper,workdir=%s/work", dir, u, u)
+		if err := syscall.Mount("overlay", dir, "overlay", 0, opts); err != nil {
+			return fmt.Errorf("overlay on %s: %w", dir, err)
+		}
+	}
+	_, subnet, _ := net.ParseCIDR(nodeSubnet)
+	gateway := nextIP(subnet.IP)
+	ones, _ := subnet.Mask.Size()
+	for _, args := range [][]string{
+		{"link", "set", "lo", "up"},
+		{"link", "add", nodeLink, "type", "veth", "peer", "name", nodeLinkPeer},
+		{"link", "set", nodeLink, "up"},
+		{"link", "set", nodeLinkPeer, "up"},
+		{"addr", "add", fmt.Sprintf("%s/%d", gateway, ones), "dev", nodeLink},
+		{"route", "add", "default", "dev", nodeLink},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
+}
+
+// InNodeNamespace tells whether this process runs in the node tier's namespaces.
+func InNodeNamespace() bool { return os.Getenv(nodeNamespaceEnv) != "" }
+
+var nodeAddresses = struct {
+	sync.Mutex
+	next net.IP
+}{}
+
+// NodeAddress adds a fresh address of the tier's subnet to its interface and returns it: a node's
+// address, an etcd member's, the apiserver's. Addresses are never reused within a run.
+func NodeAddress(t TB) string {
+	t.Helper()
+	if !InNodeNamespace() {
+		t.Fatalf("NodeAddress: not in the node tier's namespace; call framework.RunInNodeNamespace from TestMain")
+	}
+	nodeAddresses.Lock()
+	defer nodeAddresses.Unlock()
+	if nodeAddresses.next == nil {
+		_, subnet, _ := net.ParseCIDR(nodeSubnet)
+		nodeAddresses.next = nextIP(nextIP(subnet.IP)) // the first host address is the interface's own
+	}
+	ip := nodeAddresses.next
+	nodeAddresses.next = nextIP(ip)
+	if out, err := exec.Command("ip", "addr", "add", ip.String()+"/32", "dev", nodeLink).CombinedOutput(); err != nil {
+		t.Fatalf("adding %s to %s: %v: %s", ip, nodeLink, err, out)
+	}
+	return ip.String()
+}
+
+func nextIP(ip net.IP) net.IP {
+	next := append(net.IP(nil), ip.To4()...)
+	for i := len(next) - 1; i >= 0; i-- {
+		next[i]++
+		if next[i] != 0 {
+			break
+		}
+	}
+	return next
+}

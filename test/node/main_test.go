@@ -1,0 +1,194 @@
+// Package node runs what operators run: the image of `make image` under a real kubelet and
+// containerd, through config/default and the manifests of deploy/ with only the image reference
+// changed. Its tests run in a network and mount namespace of their own (framework's node tier),
+// one at a time: one kubelet node per test, the other members' agents, where a test needs them,
+// as host processes.
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
+)
+
+const (
+	callTimeout = 10 * time.Second
+	// settle bounds a registration, a leave or a restart under the kubelet.
+	settle    = 60 * time.Second
+	pollEvery = 200 * time.Millisecond
+	// shippedImage is the image reference deploy/ ships, which the tests replace, and nothing else.
+	shippedImage = "ghcr.io/etcdmember/kubectl-etcdmember:v0.1.0"
+	agentLabel   = "app.kubernetes.io/name=etcdmember-agent"
+)
+
+func TestMain(m *testing.M) {
+	logf.SetLogger(logr.Discard())
+	os.Exit(framework.RunInNodeNamespace(m))
+}
+
+// tier is one test's cluster: three etcd members on the tier's addresses, the control plane, the
+// kubelet node of node-1, and config/default applied as the README says.
+type tier struct {
+	t      *testing.T
+	nc     *framework.NodeCluster
+	api    *framework.APIServer
+	node   *framework.KubeletNode
+	cs     kubernetes.Interface
+	client client.Client
+}
+
+func newTier(t *testing.T) *tier {
+	t.Helper()
+	nc := framework.StartNodeCluster(t, 3)
+	tr := &tier{t: t, nc: nc, api: nc.API, cs: nc.API.Clientset(), client: nc.API.ObjectClient(t, 50)}
+	tr.node = nc.StartKubeletNode(t, nc.Cluster.Member("node-1"))
+	tr.api.InstallEtcdmember(t)
+	return tr
+}
+
+// manifest reads a file of deploy/ with the image reference replaced, and nothing else changed.
+func (tr *tier) manifest(rel, image string) string {
+	tr.t.Helper()
+	root, ok := framework.RepoRoot()
+	if !ok {
+		tr.t.Fatal("repository root not found")
+	}
+	data, err := os.ReadFile(filepath.Join(root, "deploy", rel))
+	if err != nil {
+		tr.t.Fatal(err)
+	}
+	if strings.Count(string(data), shippedImage) != 1 {
+		tr.t.Fatalf("deploy/%s: expected the image %s exactly once", rel, shippedImage)
+	}
+	return strings.Replace(string(data), shippedImage, image, 1)
+}
+
+// applyDaemonSet applies deploy/daemonset with only the image changed, and returns when.
+func (tr *tier) applyDaemonSet(image string) time.Time {
+	tr.t.Helper()
+	path := filepath.Join(tr.t.TempDir(), "daemonset.yaml")
+	if err := os.WriteFile(path, []byte(tr.manifest("daemonset/etcdmember-agent.yaml", image)), 0o644); err != nil {
+		tr.t.Fatal(err)
+	}
+	applied := time.Now()
+	tr.api.MustKubectl(tr.t, "apply", "-f", path)
+	return applied
+}
+
+// agentPod waits for the one agent pod on the kubelet node that satisfies ok, and returns it.
+func (tr *tier) agentPod(what string, ok func(*corev1.Pod) bool) *corev1.Pod {
+	tr.t.Helper()
+	var found *corev1.Pod
+	var last string
+	err := framework.Poll(settle, pollEvery, func(ctx context.Context) (bool, error) {
+		pods, err := tr.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: agentLabel})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		last = fmt.Sprintf("%d pods", len(pods.Items))
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			last += "; " + describePod(p)
+			if p.Spec.NodeName == tr.node.Name && p.DeletionTimestamp == nil && ok(p) {
+				found = p
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		tr.t.Fatalf("no agent pod on %s is %s within %s: %v (last: %s)\n%s", tr.node.Name, what, settle, err, last, tr.agentLog())
+	}
+	return found
+}
+
+func describePod(p *corev1.Pod) string {
+	s := fmt.Sprintf("%s phase %s ready %v", p.Name, p.Status.Phase, podReady(p))
+	for _, c := range p.Status.ContainerStatuses {
+		s += fmt.Sprintf(" restarts %d", c.RestartCount)
+		if c.State.Waiting != nil {
+			s += " waiting " + c.State.Waiting.Reason + ": " + c.State.Waiting.Message
+		}
+		if c.LastTerminationState.Terminated != nil {
+			s += fmt.Sprintf(" last exit %d (%s)", c.LastTerminationState.Terminated.ExitCode, c.LastTerminationState.Terminated.Message)
+		}
+	}
+	return s
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func restarts(p *corev1.Pod) int32 {
+	var n int32
+	for _, c := range p.Status.ContainerStatuses {
+		n += c.RestartCount
+	}
+	return n
+}
+
+// agentLog is what the agent containers on the node wrote, from the kubelet's podLogsDir.
+func (tr *tier) agentLog() string {
+	var b strings.Builder
+	_ = filepath.Walk(tr.node.PodLogDir(), func(path string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() && strings.Contains(path, "etcdmember-agent") {
+			data, _ := os.ReadFile(path)
+			lines := strings.Split(string(data), "\n")
+			if len(lines) > 60 {
+				lines = lines[len(lines)-60:]
+			}
+			fmt.Fprintf(&b, "--- %s\n%s\n", path, strings.Join(lines, "\n"))
+		}
+		return nil
+	})
+	return b.String()
+}
+
+// member waits for the EtcdMember name to satisfy ok and returns it.
+func (tr *tier) member(name, what string, ok func(*v1alpha1.EtcdMember) bool) *v1alpha1.EtcdMember {
+	tr.t.Helper()
+	m := &v1alpha1.EtcdMember{}
+	framework.Eventually(tr.t, settle, pollEvery, "EtcdMember "+name+" "+what, func(ctx context.Context) (bool, error) {
+		if err := tr.client.Get(ctx, client.ObjectKey{Name: name}, m); err != nil {
+			return false, nil
+		}
+		return ok(m), nil
+	})
+	return m
+}
+
+// podSummary describes the agent pods, for the log.
+func (tr *tier) podSummary() string {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	pods, err := tr.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: agentLabel})
+	if err != nil {
+		return err.Error()
+	}
+	var parts []string
+	for i := range pods.Items {
+		parts = append(parts, describePod(&pods.Items[i])+" on "+pods.Items[i].Spec.NodeName)
+	}
+	return fmt.Sprintf("%d: %s", len(parts), strings.Join(parts, "; "))
+}
