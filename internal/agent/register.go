@@ -54,8 +54,9 @@ type Registrar struct {
 	// publishes none, so that a flag taken away unbinds the member.
 	NodeName string
 
-	local      atomic.Uint64
-	registered atomic.Bool
+	local atomic.Uint64
+	// lastSync is the outcome of the last sync, nil before the first.
+	lastSync atomic.Pointer[syncResult]
 	// notInstalled is set while the last sync found the EtcdMember CRD missing.
 	notInstalled atomic.Pointer[members.NotInstalledError]
 
@@ -102,7 +103,7 @@ func (r *Registrar) Start(ctx context.Context) error {
 		err := r.sync(ctx)
 		missing := members.NotInstalled(err)
 		r.notInstalled.Store(missing)
-		r.registered.Store(err == nil)
+		r.lastSync.Store(&syncResult{err: err})
 		switch {
 		case missing != nil:
 			// An install step to take, not a fault of the agent's: no stack trace.
@@ -123,13 +124,21 @@ func (r *Registrar) CRDInstalled() error {
 	return nil
 }
 
-// Ready reports whether the last sync succeeded; it backs the agent's readiness probe.
+// Ready reports whether the last sync succeeded, and why not; it backs the agent's readiness
+// probe, whose /readyz/registered then names the cause (etcd, the API, a certificate).
 func (r *Registrar) Ready() error {
-	if !r.registered.Load() {
+	last := r.lastSync.Load()
+	switch {
+	case last == nil:
 		return errors.New("local member not registered yet")
+	case last.err != nil:
+		return fmt.Errorf("the last registration of the local member failed: %w", last.err)
 	}
 	return nil
 }
+
+// syncResult is the outcome of one sync, for Ready.
+type syncResult struct{ err error }
 
 func (r *Registrar) sync(ctx context.Context) error {
 	view, err := r.localMember(ctx)

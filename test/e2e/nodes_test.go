@@ -3,9 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -536,12 +533,7 @@ func TestDocumentedFinalizerRemoval(t *testing.T) {
 	}
 	e.kubectl("patch", "node", "node-1", "--type", "json", "-p", `[{"op":"add","path":"/metadata/finalizers/0","value":"example.com/keep"}]`)
 
-	command := documentedCommand(t, "release-node-finalizers")
-	cmd := exec.Command("bash", "-euo", "pipefail", "-c", command)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.api.Kubeconfig(), "PATH="+framework.BinDir()+":"+os.Getenv("PATH"))
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("the documented command failed: %v\n%s", err, out)
-	}
+	e.api.RunDocumented(t, "release-node-finalizers")
 	for _, m := range e.cluster.Members() {
 		node := e.api.Node(t, m.Name)
 		if node == nil || slices.Contains(node.Finalizers, v1alpha1.FinalizerNode) {
@@ -552,31 +544,4 @@ func TestDocumentedFinalizerRemoval(t *testing.T) {
 		t.Errorf("the documented command touched another finalizer: %s", framework.NodeString(node))
 	}
 	e.deleteNode("node-2")
-}
-
-// documentedCommand returns the sh block that follows the marker comment <!-- marker... --> in
-// docs/install.md, so that the docs say exactly what a test ran.
-func documentedCommand(t *testing.T, marker string) string {
-	t.Helper()
-	root, ok := framework.RepoRoot()
-	if !ok {
-		t.Fatal("repository root not found")
-	}
-	data, err := os.ReadFile(filepath.Join(root, "docs", "install.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, found := strings.Cut(string(data), "<!-- "+marker)
-	if !found {
-		t.Fatalf("docs/install.md has no <!-- %s --> marker", marker)
-	}
-	_, block, found := strings.Cut(after, "```sh\n")
-	if !found {
-		t.Fatalf("no sh block after the %s marker in docs/install.md", marker)
-	}
-	command, _, found := strings.Cut(block, "```")
-	if !found || strings.TrimSpace(command) == "" {
-		t.Fatalf("the sh block after the %s marker in docs/install.md is empty or unterminated", marker)
-	}
-	return command
 }

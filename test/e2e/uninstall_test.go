@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"maps"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -113,25 +111,10 @@ func TestUninstallWithAgentsGone(t *testing.T) {
 	}
 }
 
-// runDocumented runs the sh block of docs/install.md after the marker as an operator would, from
-// the repository's root with the admin kubeconfig and bin/ first on PATH, fails the test when it
-// fails, and returns how long it took.
+// runDocumented runs a documented block of docs/install.md (framework.RunDocumented).
 func (e *env) runDocumented(marker string) time.Duration {
 	e.t.Helper()
-	command := documentedCommand(e.t, marker)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", command)
-	cmd.Dir = repoRoot(e.t)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.api.Kubeconfig(), "PATH="+framework.BinDir()+":"+os.Getenv("PATH"))
-	start := time.Now()
-	out, err := cmd.CombinedOutput()
-	took := time.Since(start)
-	if err != nil {
-		e.t.Fatalf("the documented %s block failed after %s: %v\n%s", marker, took, err, out)
-	}
-	e.t.Logf("documented %s block: %s\n%s", marker, took, out)
-	return took
+	return e.api.RunDocumented(e.t, marker)
 }
 
 // assertUninstalled checks what an uninstall leaves: no CRD, hence no EtcdMember (the apiserver
