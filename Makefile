@@ -138,6 +138,12 @@ $(BIN)/pause.tar: hack/tools/image/pause/main.go $(BIN)/imagebuild
 	cd hack/tools/image && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/pause ./pause
 	$(BIN)/imagebuild pause -bin $(BIN)/pause -out $@
 
+# A node tier run restores the host when it ends, and the next run restores what a killed one left;
+# this does the latter now.
+.PHONY: node-clean
+node-clean: ## Put the host back after a node tier run (test/node) that was killed: its containers, cgroups and sysctls.
+	$(GO) run ./hack/nodeclean
+
 # Debian's packages, installed only when missing (apt-get needs root, as CI and the sessions are).
 .PHONY: node-packages
 node-packages:

@@ -322,8 +322,21 @@ func rmdirRetry(dir string) error {
 	return err
 }
 
+// CleanKilledRun takes the node tier's lock and restores the host after a killed run
+// (RecoverKilledRun), reporting whether there was one: make node-clean.
+func CleanKilledRun() (bool, error) {
+	if err := lockNodeTier(); err != nil {
+		return false, err
+	}
+	if _, err := os.Stat(hostRecord()); errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return true, RecoverKilledRun()
+}
+
 // RecoverKilledRun restores the host after an earlier run that left its record behind (it was
-// killed before its own restore), and removes the record. No record: nothing to do.
+// killed before its own restore), and removes the record. No record: nothing to do. The caller
+// holds the node tier's lock.
 func RecoverKilledRun() error {
 	data, err := os.ReadFile(hostRecord())
 	if errors.Is(err, fs.ErrNotExist) {
