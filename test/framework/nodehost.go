@@ -374,6 +374,15 @@ func lockNodeTier() error {
 	if err != nil {
 		return err
 	}
-	// The descriptor stays open for the process's life: closing it would drop the lock.
-	return syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	// Held for the process's life: an unreachable *os.File is closed by its finalizer, and the
+	// lock with it, in the middle of a run (seen: a second run took the lock and removed the
+	// first one's record).
+	nodeTierLock = f
+	return nil
 }
+
+// nodeTierLock keeps the locked file open until the process exits.
+var nodeTierLock *os.File
