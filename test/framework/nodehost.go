@@ -328,6 +328,7 @@ func CleanKilledRun() (bool, error) {
 	if err := lockNodeTier(); err != nil {
 		return false, err
 	}
+	defer unlockNodeTier()
 	if _, err := os.Stat(hostRecord()); errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
@@ -377,12 +378,20 @@ func lockNodeTier() error {
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		return err
 	}
-	// Held for the process's life: an unreachable *os.File is closed by its finalizer, and the
-	// lock with it, in the middle of a run (seen: a second run took the lock and removed the
-	// first one's record).
+	// Held until unlockNodeTier: an unreachable *os.File is closed by its finalizer, and the lock
+	// with it, in the middle of a run (seen: a second run took the lock and removed the first
+	// one's record).
 	nodeTierLock = f
 	return nil
 }
 
-// nodeTierLock keeps the locked file open until the process exits.
+// nodeTierLock keeps the locked file open until unlockNodeTier.
 var nodeTierLock *os.File
+
+// unlockNodeTier lets the next run in, once this one has restored the host.
+func unlockNodeTier() {
+	if nodeTierLock != nil {
+		_ = nodeTierLock.Close() // closing releases the flock; nothing was written
+		nodeTierLock = nil
+	}
+}

@@ -58,6 +58,7 @@ func RunInNodeNamespace(m interface{ Run() int }) int {
 		fmt.Fprintf(os.Stderr, "node tier: %v\n", err)
 		return 1
 	}
+	defer unlockNodeTier()
 	code := runInNamespace()
 	if err := RestoreHost(before); err != nil {
 		fmt.Fprintf(os.Stderr, "--- FAIL: node tier host restore\n%v\n", err)
