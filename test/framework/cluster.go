@@ -57,6 +57,9 @@ type ClusterConfig struct {
 	// etcd listens and deploy/static-pod reaches it. Only in a network namespace of the test's own
 	// (the node tier): on the machine's loopback, parallel tests would compete for the address.
 	LoopbackClient string
+	// Wrap, when set, gives the command a member's etcd runs under (nil: none): the node tier
+	// starts the etcd of a node that has namespaces of its own inside them (NodeNamespaces.Command).
+	Wrap func(member string) []string
 }
 
 // Cluster is a set of real etcd processes, each on its own loopback address.
@@ -76,6 +79,7 @@ type Cluster struct {
 	// fixedIPs and loopbackClient are ClusterConfig.IPs (by member name) and LoopbackClient.
 	fixedIPs       map[string]string
 	loopbackClient string
+	wrap           func(member string) []string
 
 	mu      sync.Mutex
 	members []*Member
@@ -93,7 +97,7 @@ func NewCluster(t TB, cfg ClusterConfig) *Cluster {
 	}
 	bin := Binary(t, cfg.EtcdBinary)
 	c := &Cluster{owner: t, dir: t.TempDir(), token: "framework-" + rand.Text()[:8], etcdBinary: cfg.EtcdBinary,
-		fixedIPs: map[string]string{}, loopbackClient: cfg.LoopbackClient}
+		fixedIPs: map[string]string{}, loopbackClient: cfg.LoopbackClient, wrap: cfg.Wrap}
 	for i, ip := range cfg.IPs {
 		c.fixedIPs[fmt.Sprintf("node-%d", i+1)] = ip
 	}

@@ -43,21 +43,38 @@ type NodeCluster struct {
 	API     *APIServer
 	dir     string
 	procs   []*process
+	// apart are the namespaces of the members whose nodes have their own, by member name.
+	apart map[string]*NodeNamespaces
 }
 
 // StartNodeCluster starts members etcd members (TLS; node-1 also serves 127.0.0.1:2379, as
 // kubeadm's etcd does), the apiserver, kube-controller-manager and kube-scheduler, each at an
-// address of the tier's own, and installs etcd's client certificate where kubeadm puts it.
-func StartNodeCluster(t TB, members int) *NodeCluster {
+// address of the tier's own, and installs etcd's client certificate where kubeadm puts it. The
+// members named in apart get node namespaces of their own (NewNodeNamespaces), where their etcd
+// runs, and their kubelet nodes if any; the others live in the tier's namespace.
+func StartNodeCluster(t TB, members int, apart ...string) *NodeCluster {
 	t.Helper()
+	nc := &NodeCluster{apart: map[string]*NodeNamespaces{}}
 	ips := make([]string, members)
 	for i := range ips {
+		name := fmt.Sprintf("node-%d", i+1)
+		if slices.Contains(apart, name) {
+			nc.apart[name] = NewNodeNamespaces(t)
+			ips[i] = nc.apart[name].IP
+			continue
+		}
 		ips[i] = NodeAddress(t)
 	}
 	apiIP := NodeAddress(t)
-	c := NewCluster(t, ClusterConfig{Size: members, TLS: true, IPs: ips, LoopbackClient: "node-1"})
+	c := NewCluster(t, ClusterConfig{Size: members, TLS: true, IPs: ips, LoopbackClient: "node-1",
+		Wrap: func(member string) []string {
+			if ns := nc.apart[member]; ns != nil {
+				return ns.Command()
+			}
+			return nil
+		}})
 	api := StartAPIServerWith(t, c, APIServerConfig{IP: apiIP, ServiceCIDR: NodeServiceCIDR, Nodes: true})
-	nc := &NodeCluster{Cluster: c, API: api, dir: t.TempDir()}
+	nc.Cluster, nc.API, nc.dir = c, api, t.TempDir()
 	nc.installEtcdPKI(t)
 
 	_, kcm := api.User(t, "system:kube-controller-manager")
@@ -116,6 +133,7 @@ type KubeletNode struct {
 	AgentImage string
 
 	nc         *NodeCluster
+	ns         *NodeNamespaces // nil: the node lives in the tier's namespaces
 	dir        string
 	run        string // the node's directory under /run: sockets and runtime state
 	cgroup     string // cgroupRoot, in every hierarchy
@@ -132,13 +150,15 @@ type KubeletNode struct {
 // the Node is Ready. Everything is stopped, unmounted and removed at t's cleanup.
 func (nc *NodeCluster) StartKubeletNode(t TB, m *Member) *KubeletNode {
 	t.Helper()
-	n := &KubeletNode{Name: m.Name, IP: m.IP(), nc: nc, dir: t.TempDir(),
+	n := &KubeletNode{Name: m.Name, IP: m.IP(), nc: nc, ns: nc.apart[m.Name], dir: t.TempDir(),
 		run: filepath.Join("/run/etcdmember-node", m.Name), cgroup: nodeCgroupPrefix + strconv.Itoa(os.Getpid()) + "-" + m.Name}
-	for _, d := range []string{n.run, filepath.Join(n.dir, "manifests"), filepath.Join(n.dir, "cni")} {
+	for _, d := range []string{filepath.Join(n.dir, "manifests"), filepath.Join(n.dir, "cni")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatalf("node %s: %v", n.Name, err)
 		}
 	}
+	// /run is the node's own where it has namespaces of its own.
+	runStep(t, n.command("mkdir", "-p", n.run))
 	if err := makeCgroup(n.cgroup); err != nil {
 		t.Fatalf("node %s: %v", n.Name, err)
 	}
@@ -154,6 +174,23 @@ func (nc *NodeCluster) StartKubeletNode(t TB, m *Member) *KubeletNode {
 	n.startKubelet(t)
 	n.waitReady(t)
 	return n
+}
+
+// command is argv run in the node's namespaces.
+func (n *KubeletNode) command(argv ...string) []string {
+	if n.ns == nil {
+		return argv
+	}
+	return append(n.ns.Command(), argv...)
+}
+
+// start starts p with bin and args in the node's namespaces.
+func (n *KubeletNode) start(t TB, p *process, bin string, args ...string) {
+	t.Helper()
+	argv := n.command(append([]string{bin}, args...)...)
+	if err := p.start(argv[0], argv[1:]...); err != nil {
+		t.Fatalf("%v", err)
+	}
 }
 
 // ManifestDir is the kubelet's staticPodPath.
@@ -195,9 +232,7 @@ func (n *KubeletNode) startContainerd(t TB) {
 	if err != nil {
 		t.Fatalf("env(1): %v", err)
 	}
-	if err := n.containerd.start(env, "PATH="+BinDir()+":"+os.Getenv("PATH"), Binary(t, "containerd"), "--config", path); err != nil {
-		t.Fatalf("%v", err)
-	}
+	n.start(t, n.containerd, env, "PATH="+BinDir()+":"+os.Getenv("PATH"), Binary(t, "containerd"), "--config", path)
 	n.containerd.waitReady(t, 30*time.Second, "containerd not serving at "+n.socket(), func(ctx context.Context) error {
 		_, err := n.ctr(ctx, t, "version")
 		return err
@@ -237,7 +272,8 @@ state = "%s/state"
 
 // ctr runs ctr against the node's containerd in the kubelet's namespace (k8s.io).
 func (n *KubeletNode) ctr(ctx context.Context, t TB, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, Binary(t, "ctr"), append([]string{"--address", n.socket(), "--namespace", "k8s.io"}, args...)...)
+	argv := n.command(append([]string{Binary(t, "ctr"), "--address", n.socket(), "--namespace", "k8s.io"}, args...)...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, out)
@@ -340,9 +376,7 @@ conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeou
 		t.Fatalf("node %s: %v", n.Name, err)
 	}
 	n.proxy = newProcess(t, "kube-proxy "+n.Name, filepath.Join(n.dir, "kube-proxy.log"))
-	if err := n.proxy.start(Binary(t, "kube-proxy"), "--config="+path); err != nil {
-		t.Fatalf("%v", err)
-	}
+	n.start(t, n.proxy, Binary(t, "kube-proxy"), "--config="+path)
 }
 
 func (n *KubeletNode) startKubelet(t TB) {
@@ -355,10 +389,10 @@ func (n *KubeletNode) startKubelet(t TB) {
 		t.Fatalf("node %s: %v", n.Name, err)
 	}
 	n.kubelet = newProcess(t, "kubelet "+n.Name, filepath.Join(n.dir, "kubelet.log"))
-	n.kubeletArgs = []string{Binary(t, "kubelet"), "--config=" + path, "--kubeconfig=" + kubeconfig,
-		"--root-dir=" + filepath.Join(n.dir, "kubelet"), "--cert-dir=" + filepath.Join(n.dir, "pki"),
-		"--hostname-override=" + n.Name, "--node-ip=" + n.IP,
-		"--register-with-taints=" + controlPlaneLabel + "=:NoSchedule"}
+	n.kubeletArgs = n.command(Binary(t, "kubelet"), "--config="+path, "--kubeconfig="+kubeconfig,
+		"--root-dir="+filepath.Join(n.dir, "kubelet"), "--cert-dir="+filepath.Join(n.dir, "pki"),
+		"--hostname-override="+n.Name, "--node-ip="+n.IP,
+		"--register-with-taints="+controlPlaneLabel+"=:NoSchedule")
 	if err := n.kubelet.start(n.kubeletArgs[0], n.kubeletArgs[1:]...); err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -453,7 +487,10 @@ func (n *KubeletNode) tearDown() error {
 	if n.containerd != nil {
 		errs = append(errs, n.containerd.kill())
 	}
-	errs = append(errs, unmountUnder(n.dir), unmountUnder(n.run))
+	if n.ns == nil {
+		// A node with namespaces of its own mounted in them only: they go with its processes.
+		errs = append(errs, unmountUnder(n.dir), unmountUnder(n.run))
+	}
 	roots, err := cgroupRoots()
 	errs = append(errs, err)
 	for _, root := range roots {

@@ -296,7 +296,13 @@ func (c *Cluster) majorityRunning() bool {
 
 func (m *Member) launch(t TB, bin string) {
 	t.Helper()
-	if err := m.proc.start(bin, m.args()...); err != nil {
+	args := m.args()
+	if m.c.wrap != nil {
+		if prefix := m.c.wrap(m.Name); len(prefix) > 0 {
+			bin, args = prefix[0], append(append(prefix[1:len(prefix):len(prefix)], bin), args...)
+		}
+	}
+	if err := m.proc.start(bin, args...); err != nil {
 		t.Fatalf("member %s: %v", m.Name, err)
 	}
 }

@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -8,9 +9,11 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // The node tier's namespace. A kubelet refuses a loopback node IP, and tests here may reach only
@@ -178,6 +181,15 @@ func NodeAddress(t TB) string {
 	if !InNodeNamespace() {
 		t.Fatalf("NodeAddress: not in the node tier's namespace; call framework.RunInNodeNamespace from TestMain")
 	}
+	ip := nextNodeAddress()
+	if out, err := exec.Command("ip", "addr", "add", ip+"/32", "dev", nodeLink).CombinedOutput(); err != nil {
+		t.Fatalf("adding %s to %s: %v: %s", ip, nodeLink, err, out)
+	}
+	return ip
+}
+
+// nextNodeAddress hands out the next address of the tier's subnet.
+func nextNodeAddress() string {
 	nodeAddresses.Lock()
 	defer nodeAddresses.Unlock()
 	if nodeAddresses.next == nil {
@@ -186,9 +198,6 @@ func NodeAddress(t TB) string {
 	}
 	ip := nodeAddresses.next
 	nodeAddresses.next = nextIP(ip)
-	if out, err := exec.Command("ip", "addr", "add", ip.String()+"/32", "dev", nodeLink).CombinedOutput(); err != nil {
-		t.Fatalf("adding %s to %s: %v: %s", ip, nodeLink, err, out)
-	}
 	return ip.String()
 }
 
@@ -201,4 +210,97 @@ func nextIP(ip net.IP) net.IP {
 		}
 	}
 	return next
+}
+
+// NodeNamespaces are a network and a mount namespace of one node's own inside the tier, as kind
+// gives each node a container: a second kubelet needs its own containerd (two kubelets on one
+// kill each other's pods), its own fixed host paths and its own loopback (every agent pod binds
+// 127.0.0.1:9470). A holder process (bin/pause) keeps them; the node's processes, its etcd member
+// included, start inside them (Command). The node's address is on its own interface, a veth whose
+// other end is in the tier's namespace, which routes between the nodes, the apiserver and the
+// controllers.
+type NodeNamespaces struct {
+	IP     string
+	holder *process
+	pid    int
+}
+
+// nodeLinks numbers the veth ends the tier's namespace holds, one per NodeNamespaces.
+var nodeLinks = struct {
+	sync.Mutex
+	n int
+}{}
+
+// NewNodeNamespaces makes a node's namespaces with a fresh address of the tier's subnet on its
+// interface, /var and /run overlaid once more (the kubelet's fixed paths are the node's own), and
+// a default route to the tier. They go when the holder is killed at t's cleanup and the node's
+// processes are gone.
+func NewNodeNamespaces(t TB) *NodeNamespaces {
+	t.Helper()
+	if !InNodeNamespace() {
+		t.Fatalf("NewNodeNamespaces: not in the node tier's namespace; call framework.RunInNodeNamespace from TestMain")
+	}
+	ns := &NodeNamespaces{IP: nextNodeAddress()}
+	dir := t.TempDir()
+	ns.holder = newProcess(t, "namespaces of "+ns.IP, filepath.Join(dir, "holder.log"))
+	if err := ns.holder.start("unshare", "--net", "--mount", "--propagation", "private", Binary(t, "pause")); err != nil {
+		t.Fatalf("%v", err)
+	}
+	ns.pid = ns.holder.cmd.Process.Pid
+	// unshare execs the holder once the namespaces exist; until then /proc/<pid>/ns names the
+	// tier's own.
+	own, _ := os.Readlink("/proc/self/ns/net")
+	if err := Poll(10*time.Second, 20*time.Millisecond, func(context.Context) (bool, error) {
+		theirs, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", ns.pid))
+		return err == nil && theirs != own, nil
+	}); err != nil {
+		t.Fatalf("the namespaces of %s did not appear: %v", ns.IP, err)
+	}
+	nodeLinks.Lock()
+	nodeLinks.n++
+	link := fmt.Sprintf("etn%d", nodeLinks.n)
+	nodeLinks.Unlock()
+	_, subnet, _ := net.ParseCIDR(nodeSubnet)
+	gateway := nextIP(subnet.IP).String()
+	for _, step := range [][]string{
+		{"ip", "link", "add", link, "type", "veth", "peer", "name", "eth0", "netns", strconv.Itoa(ns.pid)},
+		{"ip", "link", "set", link, "up"},
+		{"ip", "route", "add", ns.IP + "/32", "dev", link},
+		{"sysctl", "-qw", "net.ipv4.ip_forward=1"},
+	} {
+		runStep(t, step)
+	}
+	for _, step := range [][]string{
+		{"ip", "link", "set", "lo", "up"},
+		{"ip", "link", "set", "eth0", "up"},
+		{"ip", "addr", "add", ns.IP + "/32", "dev", "eth0"},
+		{"ip", "route", "add", gateway + "/32", "dev", "eth0"},
+		{"ip", "route", "add", "default", "via", gateway, "dev", "eth0"},
+	} {
+		runStep(t, append(ns.Command(), step...))
+	}
+	for _, d := range []string{"/var", "/run"} {
+		u := filepath.Join(dir, strings.TrimPrefix(d, "/"))
+		for _, sub := range []string{u + "/upper", u + "/work"} {
+			if err := os.MkdirAll(sub, 0o755); err != nil {
+				t.Fatalf("%v", err)
+			}
+		}
+		runStep(t, append(ns.Command(), "mount", "-t", "overlay", "overlay", "-o",
+			fmt.Sprintf("lowerdir=%s,upperdir=%s/upper,workdir=%s/work", d, u, u), d))
+	}
+	return ns
+}
+
+// Command is the prefix that runs a program in the node's namespaces: nsenter execs it there, so
+// the process the framework signals and waits for is the program itself.
+func (ns *NodeNamespaces) Command() []string {
+	return []string{"nsenter", fmt.Sprintf("--net=/proc/%d/ns/net", ns.pid), fmt.Sprintf("--mount=/proc/%d/ns/mnt", ns.pid), "--"}
+}
+
+func runStep(t TB, step []string) {
+	t.Helper()
+	if out, err := exec.Command(step[0], step[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v: %s", strings.Join(step, " "), err, out)
+	}
 }
