@@ -297,7 +297,12 @@ func waitForLocalMember(ctx context.Context, c *etcd.Client, endpoint string, ti
 		id = st.MemberID
 		return true, nil
 	})
-	if err != nil {
+	var unverified *etcd.TLSVerificationError
+	switch {
+	case err != nil && errors.As(lastErr, &unverified):
+		// It answered, with a certificate --etcd-cacert did not sign: waiting longer changes nothing.
+		return 0, fmt.Errorf("local etcd at %s answered for %s, but its certificate was never verified: %w", endpoint, timeout, lastErr)
+	case err != nil:
 		return 0, fmt.Errorf("local etcd at %s did not answer within %s: %w", endpoint, timeout, lastErr)
 	}
 	return id, nil
