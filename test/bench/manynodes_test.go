@@ -3,7 +3,6 @@
 package bench
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,14 +10,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
@@ -98,7 +95,7 @@ func manyNodesOnce(t *testing.T, extra int) manyNodesRun {
 		start := time.Now()
 		e.createWorkerNodes(extra)
 		run.created = time.Since(start)
-		run.metadataBytes = e.nodeMetadataBytes(workerNodeName(0))
+		run.metadataBytes = e.nodeMetadataBytes(framework.WorkerNodeName(0))
 		t.Logf("%d Nodes created in %s; one Node's metadata is %d bytes", extra, run.created.Round(time.Millisecond), run.metadataBytes)
 	}
 	args := append(append([]string{}, productionTimings...), "--leave-on-node-delete")
@@ -122,49 +119,11 @@ func manyNodesOnce(t *testing.T, extra int) manyNodesRun {
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
-// workerNodeName names the i-th extra Node.
-func workerNodeName(i int) string { return fmt.Sprintf("worker-%05d", i) }
-
-// createWorkerNodes creates n Nodes as kubelets register theirs, in parallel through a client at
-// benchQPS: the labels kubelet and a cloud provider set, kubelet's annotations and a Ready
-// status, so that each Node carries the metadata (managedFields included) of a real one.
+// createWorkerNodes creates n Nodes as kubelets register theirs (framework.WorkerNode), in
+// parallel at benchQPS, so that each carries the metadata (managedFields included) of a real one.
 func (e *env) createWorkerNodes(n int) {
 	e.t.Helper()
-	cfg := e.api.RESTConfig()
-	cfg.QPS, cfg.Burst = benchQPS, benchQPS
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	next := make(chan int)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	for range createWorkers {
-		wg.Go(func() {
-			for i := range next {
-				node := framework.WorkerNode(workerNodeName(i), i)
-				ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-				_, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-				cancel()
-				if err != nil {
-					mu.Lock()
-					first = cmp.Or(first, fmt.Errorf("create Node %s: %w", node.Name, err))
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if first != nil {
-		e.t.Fatal(first)
-	}
+	e.api.CreateWorkerNodes(e.t, n, createWorkers, benchQPS)
 }
 
 // nodeMetadataBytes is the size of the Node's metadata as the agents' metadata client receives it.

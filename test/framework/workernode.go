@@ -1,12 +1,60 @@
 package framework
 
 import (
+	"cmp"
+	"context"
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
+
+// CreateWorkerNodes creates n WorkerNodes, named worker-00000 on, as kubelets register theirs:
+// workers at a time through an admin client at qps, failing t with the first error.
+func (a *APIServer) CreateWorkerNodes(t TB, n, workers int, qps float32) {
+	t.Helper()
+	cfg := a.RESTConfig()
+	cfg.QPS, cfg.Burst = qps, int(qps)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	next := make(chan int)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for range workers {
+		wg.Go(func() {
+			for i := range next {
+				node := WorkerNode(WorkerNodeName(i), i)
+				ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+				_, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+				cancel()
+				if err != nil {
+					mu.Lock()
+					first = cmp.Or(first, fmt.Errorf("create Node %s: %w", node.Name, err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if first != nil {
+		t.Fatalf("%v", first)
+	}
+}
+
+// WorkerNodeName names the i-th worker Node.
+func WorkerNodeName(i int) string { return fmt.Sprintf("worker-%05d", i) }
 
 // WorkerNode is the i-th of many worker Nodes a benchmark creates as kubelets register theirs: the
 // labels a kubelet and a cloud provider set, kubelet's annotations and a Ready status, so that each

@@ -3,7 +3,6 @@
 package node
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
@@ -442,45 +440,9 @@ func readUint(path string) (uint64, error) {
 	return strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
 }
 
-// createNodes creates b.nodes Nodes as kubelets register theirs (test/bench's workers), in
-// parallel through an admin client at benchCreateQPS.
+// createNodes creates b.nodes Nodes as kubelets register theirs (framework.WorkerNode).
 func (b *podBench) createNodes() {
-	t := b.tr.t
-	cfg := b.tr.api.RESTConfig()
-	cfg.QPS, cfg.Burst = benchCreateQPS, benchCreateQPS
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := make(chan int)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	for range benchCreateWorkers {
-		wg.Go(func() {
-			for i := range next {
-				node := framework.WorkerNode(fmt.Sprintf("worker-%05d", i), i)
-				ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-				_, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-				cancel()
-				if err != nil {
-					mu.Lock()
-					first = cmp.Or(first, fmt.Errorf("create Node %s: %w", node.Name, err))
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for i := range b.nodes {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if first != nil {
-		t.Fatal(first)
-	}
+	b.tr.api.CreateWorkerNodes(b.tr.t, b.nodes, benchCreateWorkers, benchCreateQPS)
 }
 
 // handOff moves leadership from the pod agent to a host agent, as a restart of the leader's pod

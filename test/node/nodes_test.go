@@ -67,6 +67,7 @@ func TestPodAgentsOnEveryNode(t *testing.T) {
 		t.Fatalf("the leader is no agent pod: %s", tr.api.LeaderAgent(t))
 	}
 	tr.leave(first)
+	tr.removedOnce(first)
 	var rest []string
 	for _, n := range nodes {
 		if n.Name != first {
@@ -76,8 +77,5 @@ func TestPodAgentsOnEveryNode(t *testing.T) {
 	tr.assertMembers(rest...)
 	if next := byID[tr.api.LeaderAgent(t)]; next == first || next == "" {
 		t.Errorf("after %s's own member left, the leader is %q: no hand-over to another pod", first, next)
-	}
-	if n := tr.removedEvents(first); n != 1 {
-		t.Errorf("%d Removed Events for %s, want 1", n, first)
 	}
 }
