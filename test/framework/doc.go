@@ -65,6 +65,16 @@
 // MoveTo. Each cluster's and apiserver's proxies log to faults.log in its directory and close at
 // its cleanup, after its processes are killed.
 //
+// # The node tier
+//
+// A test binary whose TestMain calls RunInNodeNamespace runs in a network and mount namespace of
+// its own (it needs root), where StartNodeCluster puts etcd members, the apiserver,
+// kube-controller-manager and kube-scheduler at addresses of the tier's subnet, and
+// StartKubeletNode a member's node: containerd, runc, kube-proxy and a kubelet that registers its
+// Node, with the image of make image imported. Members named to StartNodeCluster get node
+// namespaces of their own (NewNodeNamespaces). What a kubelet changes on the host is put back and
+// checked when the run ends (RestoreHost), or by the next run after a killed one.
+//
 // Every process is killed at the test's cleanup. Logs live under
 // t.TempDir(); when the test failed, the last lines of each are logged, every
 // line prefixed with the process name. The framework only needs a TB, so a plain program

@@ -33,8 +33,9 @@ const (
 	// controlPlaneLabel is the label kubeadm puts on control-plane Nodes, which the DaemonSet
 	// selects; the kubelet may not set it itself.
 	controlPlaneLabel = "node-role.kubernetes.io/control-plane"
-	// etcdPKI is where kubeadm keeps etcd's certificates, which the shipped manifests mount.
-	etcdPKI = "/etc/kubernetes/pki/etcd"
+	// EtcdPKI is where kubeadm keeps etcd's certificates, which the shipped manifests mount (in the
+	// tier's overlay of /etc).
+	EtcdPKI = "/etc/kubernetes/pki/etcd"
 )
 
 // NodeCluster is the tier's control plane.
@@ -42,7 +43,6 @@ type NodeCluster struct {
 	Cluster *Cluster
 	API     *APIServer
 	dir     string
-	procs   []*process
 	// apart are the namespaces of the members whose nodes have their own, by member name.
 	apart map[string]*NodeNamespaces
 }
@@ -88,23 +88,21 @@ func StartNodeCluster(t TB, members int, apart ...string) *NodeCluster {
 	return nc
 }
 
-func (nc *NodeCluster) start(t TB, name string, args ...string) *process {
+func (nc *NodeCluster) start(t TB, name string, args ...string) {
 	t.Helper()
 	p := newProcess(t, name, filepath.Join(nc.dir, name+".log"))
 	if err := p.start(Binary(t, name), args...); err != nil {
 		t.Fatalf("%v", err)
 	}
-	nc.procs = append(nc.procs, p)
-	return p
 }
 
-// installEtcdPKI writes the cluster's CA and an etcd client certificate under etcdPKI, with the
+// installEtcdPKI writes the cluster's CA and an etcd client certificate under EtcdPKI, with the
 // names kubeadm gives them: the shipped manifests mount exactly these files. /etc is the tier's
 // overlay, so nothing reaches the host's /etc.
 func (nc *NodeCluster) installEtcdPKI(t TB) {
 	t.Helper()
 	files := nc.Cluster.TLS()
-	if err := os.MkdirAll(etcdPKI, 0o755); err != nil {
+	if err := os.MkdirAll(EtcdPKI, 0o755); err != nil {
 		t.Fatalf("etcd PKI: %v", err)
 	}
 	for src, dst := range map[string]string{
@@ -118,7 +116,7 @@ func (nc *NodeCluster) installEtcdPKI(t TB) {
 		if strings.HasSuffix(dst, ".key") {
 			mode = 0o600 // as kubeadm writes its keys: only root reads them
 		}
-		if err := os.WriteFile(filepath.Join(etcdPKI, dst), data, mode); err != nil {
+		if err := os.WriteFile(filepath.Join(EtcdPKI, dst), data, mode); err != nil {
 			t.Fatalf("etcd PKI: %v", err)
 		}
 	}

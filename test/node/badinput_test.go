@@ -18,7 +18,6 @@ import (
 )
 
 const (
-	etcdPKI = "/etc/kubernetes/pki/etcd"
 	// readyzRegistered is the pod agent's readiness check of its registration, which names the
 	// cause when it fails (the manifests bind the health port on the node's loopback).
 	readyzRegistered = "http://127.0.0.1:9470/readyz/registered"
@@ -94,8 +93,8 @@ func (tr *tier) podEvent(pod, want string) corev1.Event {
 func TestBadInputSaysWhyAndRecovers(t *testing.T) {
 	tr := newTier(t)
 	members := tr.etcdMembers()
-	cert := filepath.Join(etcdPKI, "healthcheck-client.crt")
-	key := filepath.Join(etcdPKI, "healthcheck-client.key")
+	cert := filepath.Join(framework.EtcdPKI, "healthcheck-client.crt")
+	key := filepath.Join(framework.EtcdPKI, "healthcheck-client.key")
 
 	// Missing: the hostPath's type File refuses to mount it, and the kubelet says so.
 	if err := os.Rename(cert, cert+".away"); err != nil {

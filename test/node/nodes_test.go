@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -38,7 +39,7 @@ func TestPodAgentsOnEveryNode(t *testing.T) {
 		}
 	}
 	tr.api.InstallEtcdmember(t)
-	tr.applyDaemonSet(tr.node.AgentImage)
+	applied := tr.applyDaemonSet(tr.node.AgentImage)
 
 	framework.Eventually(t, settle, pollEvery, "an agent pod Ready on every node", func(ctx context.Context) (bool, error) {
 		pods, err := tr.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: agentLabel})
@@ -54,6 +55,7 @@ func TestPodAgentsOnEveryNode(t *testing.T) {
 		}
 		return len(ready) == len(nodes), nil
 	})
+	t.Logf("apply to every agent pod Ready: %s", time.Since(applied).Round(100*time.Millisecond))
 	byID := map[string]string{}
 	for _, n := range nodes {
 		m := tr.member(n.Name, "registered by its node's pod", func(m *v1alpha1.EtcdMember) bool {
