@@ -47,10 +47,11 @@ func TestRollingUpdateWhileLeavePending(t *testing.T) {
 
 // TestDeleteKubeletNode: with --leave-on-node-delete, `kubectl delete node` of the kubelet node
 // while its kubelet keeps running. The node's member leaves (through the hand-over: the pod agent
-// led), nothing else is removed, and the kubelet registers the Node again. What follows on that
-// node: its etcd member was removed, so the local etcd stops; the agent there finds no local
-// member to register, and the object keeps recording the member that left, bound to the Node
-// name. The re-registered Node is never bound to another member (docs/install.md).
+// led), nothing else is removed. The running kubelet does not register its Node again; restarted,
+// it does, without the control-plane label. What follows on that node: its etcd, removed, stops;
+// the agent's pod goes with the Node and the DaemonSet runs none on the Node that came back; the
+// object keeps recording the member that left. The new Node is bound to no other member and held
+// by nobody (docs/install.md).
 func TestDeleteKubeletNode(t *testing.T) {
 	tr := newTier(t)
 	manifest := tr.manifest("daemonset/etcdmember-agent.yaml", tr.node.AgentImage)
@@ -132,5 +133,10 @@ func TestDeleteKubeletNode(t *testing.T) {
 		return apierrors.IsNotFound(err), nil
 	})
 	tr.assertMembers("node-2", "node-3")
-	t.Logf("the agent pods in kube-system afterwards: %s", tr.podSummary())
+	// The agent's pod went with its Node, and the DaemonSet runs none on the Node that came back
+	// without the control-plane label.
+	framework.Eventually(t, settle, pollEvery, "no agent pod left", func(ctx context.Context) (bool, error) {
+		pods, err := tr.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: agentLabel})
+		return err == nil && len(pods.Items) == 0, nil
+	})
 }

@@ -177,18 +177,3 @@ func (tr *tier) member(name, what string, ok func(*v1alpha1.EtcdMember) bool) *v
 	})
 	return m
 }
-
-// podSummary describes the agent pods, for the log.
-func (tr *tier) podSummary() string {
-	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-	defer cancel()
-	pods, err := tr.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: agentLabel})
-	if err != nil {
-		return err.Error()
-	}
-	var parts []string
-	for i := range pods.Items {
-		parts = append(parts, describePod(&pods.Items[i])+" on "+pods.Items[i].Spec.NodeName)
-	}
-	return fmt.Sprintf("%d: %s", len(parts), strings.Join(parts, "; "))
-}
