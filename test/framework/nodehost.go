@@ -353,6 +353,13 @@ func RecoverKilledRun() error {
 	if err := RestoreHost(&before); err != nil {
 		return fmt.Errorf("restoring after a killed node tier run (record %s): %w", hostRecord(), err)
 	}
+	// The killed run's overlay layers (RunInNodeNamespace), unused now that its processes are gone.
+	layers, _ := filepath.Glob(filepath.Join(os.TempDir(), "etcdmember-node-ns-*"))
+	for _, dir := range layers {
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("removing a killed node tier run's %s: %w", dir, err)
+		}
+	}
 	return os.Remove(hostRecord())
 }
 

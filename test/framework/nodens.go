@@ -62,8 +62,19 @@ func RunInNodeNamespace(m interface{ Run() int }) int {
 		return 1
 	}
 	defer unlockNodeTier()
-	code := runInNamespace()
-	if err := RestoreHost(before); err != nil {
+	upper, err := os.MkdirTemp("", "etcdmember-node-ns-")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "node tier: %v\n", err)
+		return 1
+	}
+	code := runInNamespace(upper)
+	restored := RestoreHost(before)
+	// Only now: a process the run left behind could still use the overlays until RestoreHost.
+	if err := os.RemoveAll(upper); err != nil {
+		fmt.Fprintf(os.Stderr, "node tier: %v\n", err)
+		return 1
+	}
+	if err := restored; err != nil {
 		fmt.Fprintf(os.Stderr, "--- FAIL: node tier host restore\n%v\n", err)
 		return 1
 	}
@@ -90,14 +101,9 @@ func prepareHost() (*HostState, error) {
 }
 
 // runInNamespace runs this binary again with the same arguments in new network and mount
-// namespaces, forwarding SIGINT and SIGTERM so that its cleanups run, and returns its exit code.
-func runInNamespace() int {
-	upper, err := os.MkdirTemp("", "etcdmember-node-ns-")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "node tier: %v\n", err)
-		return 1
-	}
-	defer func() { _ = os.RemoveAll(upper) }() // the overlays went with the namespace
+// namespaces, their overlays' upper layers under upper, forwarding SIGINT and SIGTERM so that its
+// cleanups run, and returns its exit code.
+func runInNamespace(upper string) int {
 	cmd := exec.Command(os.Args[0], os.Args[1:]...)
 	cmd.Env = append(os.Environ(), nodeNamespaceEnv+"="+upper)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
