@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -126,58 +125,6 @@ func (s *HostState) Diff(now *HostState) []string {
 	return diffs
 }
 
-// cgroupRoots are the mount points of the cgroup hierarchies (v1 controllers, and v2).
-func cgroupRoots() ([]string, error) {
-	data, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("mountinfo: %w", err)
-	}
-	var roots []string
-	for _, m := range parseMountinfo(string(data)) {
-		if m.fstype == "cgroup" || m.fstype == "cgroup2" {
-			roots = append(roots, m.target)
-		}
-	}
-	sort.Strings(roots)
-	return roots, nil
-}
-
-type mountEntry struct{ target, fstype string }
-
-// parseMountinfo reads /proc/<pid>/mountinfo: the mount point is field 5, the file system type
-// the first field after the " - " separator.
-func parseMountinfo(data string) []mountEntry {
-	var mounts []mountEntry
-	for line := range strings.SplitSeq(data, "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		fields, postFields := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(fields) < 5 || len(postFields) < 1 {
-			continue
-		}
-		mounts = append(mounts, mountEntry{target: unescapeMount(fields[4]), fstype: postFields[0]})
-	}
-	return mounts
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
 // hostRecord is the record of a run in progress: the state before it, for a later run to restore
 // when this one was killed before it could.
 func hostRecord() string { return filepath.Join(nodeStateDir, "host.json") }
@@ -280,46 +227,6 @@ func inNodeCgroup(procCgroup string) bool {
 		}
 	}
 	return false
-}
-
-// removeCgroup removes a cgroup directory and everything under it, deepest first (a cgroup
-// directory goes with rmdir, never with its files).
-func removeCgroup(dir string) error {
-	var dirs []string
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			dirs = append(dirs, path)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("cgroup %s: %w", dir, err)
-	}
-	var errs []error
-	for _, d := range slices.Backward(dirs) {
-		if err := rmdirRetry(d); err != nil {
-			errs = append(errs, fmt.Errorf("removing cgroup %s: %w", d, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// rmdirRetry retries while the kernel still counts a just-killed task in the cgroup (EBUSY).
-func rmdirRetry(dir string) error {
-	var err error
-	for range 50 {
-		if err = syscall.Rmdir(dir); err == nil || errors.Is(err, syscall.ENOENT) {
-			return nil
-		}
-		if !errors.Is(err, syscall.EBUSY) {
-			return err
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return err
 }
 
 // CleanKilledRun takes the node tier's lock and restores the host after a killed run
