@@ -57,8 +57,6 @@ type Registrar struct {
 	local atomic.Uint64
 	// lastSync is the outcome of the last sync, nil before the first.
 	lastSync atomic.Pointer[syncResult]
-	// notInstalled is set while the last sync found the EtcdMember CRD missing.
-	notInstalled atomic.Pointer[members.NotInstalledError]
 
 	// Only the sync loop touches these.
 	last registration
@@ -102,7 +100,6 @@ func (r *Registrar) Start(ctx context.Context) error {
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		err := r.sync(ctx)
 		missing := members.NotInstalled(err)
-		r.notInstalled.Store(missing)
 		r.lastSync.Store(&syncResult{err: err})
 		switch {
 		case missing != nil:
@@ -118,8 +115,10 @@ func (r *Registrar) Start(ctx context.Context) error {
 // CRDInstalled fails, naming the fix, while the last sync found the EtcdMember CRD missing; it
 // backs the agent's crd-installed readiness check.
 func (r *Registrar) CRDInstalled() error {
-	if missing := r.notInstalled.Load(); missing != nil {
-		return missing
+	if last := r.lastSync.Load(); last != nil {
+		if missing := members.NotInstalled(last.err); missing != nil {
+			return missing
+		}
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -349,28 +348,8 @@ func (n *KubeletNode) tearDown() error {
 // killContainers kills the node's containers (every process in its cgroups) and its shims (started
 // with the node's containerd address), until none is left.
 func (n *KubeletNode) killContainers() {
-	deadline := time.Now().Add(killTimeout)
-	for time.Now().Before(deadline) {
-		var pids []int
-		entries, _ := os.ReadDir("/proc")
-		for _, e := range entries {
-			pid, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			cg, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
-			cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-			if strings.Contains(string(cg), "/"+n.cgroup) ||
-				(strings.Contains(string(cmdline), "containerd-shim") && strings.Contains(string(cmdline), n.socket())) {
-				pids = append(pids, pid)
-			}
-		}
-		if len(pids) == 0 {
-			return
-		}
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL) // gone meanwhile is as good as killed
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	killMatching(func(p procInfo) bool {
+		return strings.Contains(p.cgroup, "/"+n.cgroup) ||
+			(strings.Contains(p.cmdline, "containerd-shim") && strings.Contains(p.cmdline, n.socket()))
+	})
 }

@@ -184,10 +184,38 @@ func killNodeProcesses() {
 		"kube-controller-manager", "kube-scheduler"} {
 		bins[filepath.Join(BinDir(), name)] = true
 	}
+	killMatching(func(p procInfo) bool {
+		exe, _ := os.Readlink(filepath.Join("/proc", strconv.Itoa(p.pid), "exe"))
+		return bins[strings.TrimSuffix(exe, " (deleted)")] || inNodeCgroup(p.cgroup)
+	})
+}
+
+// procInfo is what killMatching reads of a process.
+type procInfo struct {
+	pid             int
+	cgroup, cmdline string
+}
+
+// killMatching sends SIGKILL to every process but this one that match accepts, again until none
+// is left or killTimeout has passed: a process may start (a shim its container) while the others
+// die.
+func killMatching(match func(procInfo) bool) {
 	deadline := time.Now().Add(killTimeout)
-	for {
-		pids := nodeProcesses(bins)
-		if len(pids) == 0 || time.Now().After(deadline) {
+	for time.Now().Before(deadline) {
+		var pids []int
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil || pid == os.Getpid() {
+				continue
+			}
+			cg, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+			cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if match(procInfo{pid: pid, cgroup: string(cg), cmdline: string(cmdline)}) {
+				pids = append(pids, pid)
+			}
+		}
+		if len(pids) == 0 {
 			return
 		}
 		for _, pid := range pids {
@@ -195,23 +223,6 @@ func killNodeProcesses() {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func nodeProcesses(bins map[string]bool) []int {
-	var pids []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		exe, _ := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
-		cg, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
-		if bins[strings.TrimSuffix(exe, " (deleted)")] || inNodeCgroup(string(cg)) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
 
 // inNodeCgroup tells whether a /proc/<pid>/cgroup names one of the tier's cgroups.
