@@ -26,16 +26,28 @@ KUBE_LDFLAGS := -s -w \
 	-X k8s.io/client-go/pkg/version.gitTreeState=clean
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/etcdmember/kubectl-etcdmember/internal/version.Version=$(VERSION)
+# -s -w: no symbol table and no DWARF, half the download of every krew install and image pull; the
+# build info stays (go version -m), and test/packaging reads the build tags from it.
+LDFLAGS := -s -w -X github.com/etcdmember/kubectl-etcdmember/internal/version.Version=$(VERSION)
+# Every build and test here is pure Go. With one CGO_ENABLED and -trimpath for all of them, go test
+# reuses the packages that make build compiled instead of compiling them again (a cold run's minutes).
+export CGO_ENABLED := 0
+GOTEST := $(GO) test -trimpath
 PLUGIN := $(BIN)/kubectl-etcdmember $(BIN)/kubectl_complete-etcdmember
 # The agent the tests and the demo run: the plugin built with the failpoints tag (internal/failpoint).
 # It sits in a directory of its own, off PATH, so that kubectl never takes it for a plugin, and its
 # name stays kubectl-etcdmember. Nothing shipped (dist, image, install) is built from it.
 FAILPOINTS_BIN := $(BIN)/failpoints/kubectl-etcdmember
+# hack/step prints one line as a build starts and one as it ends, and keeps the build's own output
+# (module downloads and all) in bin/logs, shown when it fails. The "about" figures are a cold run's
+# on the 2-core CI machine (docs/testing.md, "Where the time goes").
+STEP := $(CURDIR)/hack/step
+export STEP_LOGS := $(BIN)/logs
 include packaging.mk
 
-TESTBIN := $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/etcdctl $(BIN)/etcd-3.5 $(BIN)/etcd-3.4 \
-	$(BIN)/prometheus $(BIN)/promtool
+# What the demo and the lab run, and nothing else.
+DEMOBIN := $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/etcdctl
+TESTBIN := $(DEMOBIN) $(BIN)/etcd-3.5 $(BIN)/etcd-3.4 $(BIN)/prometheus $(BIN)/promtool
 TOOLS := $(BIN)/controller-gen $(BIN)/golangci-lint
 # The node tier (test/node): the image of `make image` under a real kubelet and containerd, with the
 # control plane around them, all built here; runc, the CNI plugins and nft come from Debian.
@@ -52,19 +64,34 @@ help: ## Show the targets.
 ##@ The two commands
 
 .PHONY: demo
-demo: build testbin ## Run the local lab: 3 etcd members, kube-apiserver, 3 agents; leave and re-join a member.
-	$(GO) run ./hack/demo
+demo: build $(DEMOBIN) $(BIN)/demo ## Run the local lab: 3 etcd members, kube-apiserver, 3 agents; leave and re-join a member.
+	$(BIN)/demo
 
 # Not one of the two commands, but the next one a newcomer wants: the demo's lab, kept running.
 .PHONY: lab
-lab: build testbin ## Start the local lab and keep it running to type into (kubectl etcdmember, etcdctl) until Ctrl-C.
-	$(GO) run ./hack/demo -lab
+lab: build $(DEMOBIN) $(BIN)/demo ## Start the local lab and keep it running to type into (kubectl etcdmember, etcdctl) until Ctrl-C.
+	$(BIN)/demo -lab
+
+# The packages no test needs built for other platforms first. test/packaging checks the archives of
+# every platform, so it runs last; the darwin and windows builds of make dist (pure CPU, 9 min of
+# it cold) and the code tools run beside the tests meanwhile, at the lowest CPU priority, in the
+# time the e2e and node scenarios spend waiting (docs/testing.md, "Where the time goes"). Each e2e
+# scenario runs its own test bed and mostly waits; 6 at a time keep 2 cores about half busy.
+# Scenarios that time how fast something happens run alone (test/e2e/env_test.go).
+EARLY_PACKAGES = $(shell $(GO) list ./... | grep -v /test/packaging)
+# Named through a variable so that `make -n test` prints this recipe instead of running it (make
+# runs a recipe line that names $(MAKE) directly even under -n).
+BESIDE_TESTS = nice -n 19 $(MAKE) --no-print-directory dist $(TOOLS)
 
 .PHONY: test
-test: build testbin nodebin dist image krew ## Run every test: unit, integration (test/framework), e2e and packaging, a short fuzz run, then make verify.
-	@# Each e2e scenario runs its own test bed and mostly waits; 6 at a time keep 2 cores about half
-	@# busy. Scenarios that time how fast something happens run alone (test/e2e/env_test.go).
-	$(GO) test -count=1 -timeout 20m -parallel 6 ./...
+test: build testbin nodebin krew image ## Run every test: unit, integration (test/framework), e2e, the node tier and packaging, a short fuzz run, then make verify.
+	@mkdir -p $(BIN)/logs; set -m; ( $(BESIDE_TESTS) >$(BIN)/logs/beside-tests.log 2>&1 ) & beside=$$!; set +m; \
+	trap 'kill -- -$$beside 2>/dev/null' EXIT; \
+	echo "running the tests; make dist and the code tools build beside them (bin/logs/beside-tests.log)"; \
+	$(GOTEST) -count=1 -timeout 20m -parallel 6 $(EARLY_PACKAGES) || exit $$?; \
+	wait $$beside || { echo "make dist or the code tools failed:"; tail -n 40 $(BIN)/logs/beside-tests.log; exit 1; }; \
+	trap - EXIT
+	$(GOTEST) -count=1 -timeout 10m ./test/packaging/
 	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory verify
 
@@ -80,7 +107,7 @@ FUZZ_TARGETS := ./internal/etcd:FuzzParseID:3000x ./internal/naming:FuzzObjectNa
 fuzz: ## Fuzz every parser of outside input (FUZZTIME=10m: that long each).
 	@for target in $(FUZZ_TARGETS); do \
 		pkg=$${target%%:*}; rest=$${target#*:}; name=$${rest%%:*}; count=$${rest#*:}; fuzztime="$(FUZZTIME)"; \
-		$(GO) test -run=NONE -fuzz="^$$name$$" -fuzztime=$${fuzztime:-$$count} $$pkg || exit 1; \
+		$(GOTEST) -run=NONE -fuzz="^$$name$$" -fuzztime=$${fuzztime:-$$count} $$pkg || exit 1; \
 	done
 
 # Seeded chaos (test/chaos): random fault sequences with invariants checked after every step.
@@ -90,9 +117,9 @@ CHAOS_SCENARIOS ?= 200
 CHAOS_SEED ?=
 
 .PHONY: chaos
-chaos: build testbin ## Seeded chaos: CHAOS_SCENARIOS random fault scenarios (CHAOS_SEED replays a run); see docs/testing.md.
+chaos: build $(DEMOBIN) ## Seeded chaos: CHAOS_SCENARIOS random fault scenarios (CHAOS_SEED replays a run); see docs/testing.md.
 	CHAOS_SCENARIOS=$(CHAOS_SCENARIOS) CHAOS_SEED=$(CHAOS_SEED) \
-		$(GO) test -count=1 -v -timeout $$(( $(CHAOS_SCENARIOS) * 60 + 600 ))s -run '^TestChaos$$' ./test/chaos/
+		$(GOTEST) -count=1 -v -timeout $$(( $(CHAOS_SCENARIOS) * 60 + 600 ))s -run '^TestChaos$$' ./test/chaos/
 
 ##@ Building
 
@@ -100,20 +127,32 @@ chaos: build testbin ## Seeded chaos: CHAOS_SCENARIOS random fault scenarios (CH
 build: $(PLUGIN) $(FAILPOINTS_BIN) ## Build the plugin (bin/kubectl-etcdmember), its completion script, and the tests' agent (bin/failpoints/).
 
 $(BIN)/kubectl-etcdmember: $(GO_SOURCES) go.mod go.sum
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $@ .
+	@$(STEP) kubectl-etcdmember 'kubectl-etcdmember (about 3 min cold, seconds after)' -- \
+		$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $@ .
+	@touch $@
 
 $(FAILPOINTS_BIN): $(GO_SOURCES) go.mod go.sum
-	CGO_ENABLED=0 $(GO) build -tags failpoints -trimpath -ldflags "$(LDFLAGS)" -o $@ .
+	@$(STEP) failpoints 'the agent the tests run, with failpoints (about 1 min cold)' -- \
+		$(GO) build -tags failpoints -trimpath -ldflags "$(LDFLAGS)" -o $@ .
+	@touch $@
 
 $(BIN)/kubectl_complete-etcdmember: kubectl_complete-etcdmember
-	install -m 0755 $< $@
+	@install -m 0755 $< $@
+
+$(BIN)/demo: $(GO_SOURCES) $(shell find hack/demo test/framework -name '*.go' ! -name '*_test.go' 2>/dev/null) go.mod go.sum
+	@$(STEP) demo 'the demo (about 1 min cold)' -- $(GO) build -trimpath -o $@ ./hack/demo
+	@touch $@
 
 .PHONY: testbin
-testbin: $(TESTBIN) $(TOOLS) ## Build kube-apiserver, kubectl, etcd, etcdctl, etcd 3.5 and 3.4 (compatibility tests), prometheus, promtool and the code tools into bin/ from Go modules.
+testbin: $(TESTBIN) ## Build what the tests run besides the plugin: kube-apiserver, kubectl, etcd, etcdctl, etcd 3.5 and 3.4 (compatibility tests), prometheus and promtool, into bin/ from Go modules.
+
+.PHONY: tools
+tools: $(TOOLS) ## Build the code tools make verify and make generate run: controller-gen, golangci-lint.
 
 # Each tool lives in its own module under hack/tools so that its dependencies never touch ours.
 $(BIN)/kube-apiserver $(BIN)/kubectl &: hack/tools/kube/go.mod hack/tools/kube/go.sum
-	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/ \
+	@cd hack/tools/kube && $(STEP) kube-apiserver 'kube-apiserver and kubectl $(KUBE_VERSION) from Go modules (first run only, about 9 min)' -- \
+		$(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/ \
 		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
 	@touch $(BIN)/kube-apiserver $(BIN)/kubectl
 
@@ -121,22 +160,24 @@ $(BIN)/kube-apiserver $(BIN)/kubectl &: hack/tools/kube/go.mod hack/tools/kube/g
 nodebin: $(NODEBIN) node-packages ## Build what the node tier runs (kubelet, kube-controller-manager, kube-scheduler, kube-proxy, containerd, the pause image) and install runc, the CNI plugins and nft.
 
 $(BIN)/kubelet $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kube-proxy &: hack/tools/kube/go.mod hack/tools/kube/go.sum
-	cd hack/tools/kube && $(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/ \
+	@cd hack/tools/kube && $(STEP) kubelet 'kubelet, kube-controller-manager, kube-scheduler and kube-proxy $(KUBE_VERSION) from Go modules (first run only, about 3 min)' -- \
+		$(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/ \
 		k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
 		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy
 	@touch $(BIN)/kubelet $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kube-proxy
 
-# Without cgo (no btrfs, devmapper or zfs snapshotters; the tier uses overlayfs).
+# No btrfs, devmapper or zfs snapshotters (they need cgo); the tier uses overlayfs.
 $(BIN)/containerd $(BIN)/containerd-shim-runc-v2 $(BIN)/ctr &: hack/tools/containerd/go.mod hack/tools/containerd/go.sum
-	cd hack/tools/containerd && CGO_ENABLED=0 $(GO) build -trimpath -tags "no_btrfs no_devmapper no_zfs urfave_cli_no_docs" \
+	@cd hack/tools/containerd && $(STEP) containerd 'containerd $(CONTAINERD_VERSION) from Go modules (first run only, about 2 min)' -- \
+		$(GO) build -trimpath -ldflags "-s -w" -tags "no_btrfs no_devmapper no_zfs urfave_cli_no_docs" \
 		-o $(BIN)/ github.com/containerd/containerd/v2/cmd/containerd \
 		github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/ctr
 	@touch $(BIN)/containerd $(BIN)/containerd-shim-runc-v2 $(BIN)/ctr
 
 # No registry is reachable: the pods' sandbox image is built here and imported into containerd.
 $(BIN)/pause.tar: hack/tools/image/pause/main.go $(BIN)/imagebuild
-	cd hack/tools/image && CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/pause ./pause
-	$(BIN)/imagebuild pause -bin $(BIN)/pause -out $@
+	@cd hack/tools/image && $(STEP) pause 'the pause image the pods run (seconds)' -- \
+		sh -c '$(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/pause ./pause && $(BIN)/imagebuild pause -bin $(BIN)/pause -out $@'
 
 # A node tier run restores the host when it ends, and the next run restores what a killed one left;
 # this does the latter now.
@@ -155,30 +196,36 @@ node-packages:
 	fi
 
 $(BIN)/etcd $(BIN)/etcdctl &: hack/tools/etcd/go.mod hack/tools/etcd/go.sum
-	cd hack/tools/etcd && $(GO) build -trimpath -o $(BIN)/etcd go.etcd.io/etcd/server/v3 && \
-		$(GO) build -trimpath -o $(BIN)/etcdctl go.etcd.io/etcd/etcdctl/v3
+	@cd hack/tools/etcd && $(STEP) etcd 'etcd and etcdctl $(ETCD_VERSION) from Go modules (first run only, about 2 min)' -- \
+		sh -c '$(GO) build -trimpath -o $(BIN)/etcd go.etcd.io/etcd/server/v3 && \
+		$(GO) build -trimpath -o $(BIN)/etcdctl go.etcd.io/etcd/etcdctl/v3'
 	@touch $(BIN)/etcd $(BIN)/etcdctl
 
 $(BIN)/etcd-3.5: hack/tools/etcd35/go.mod hack/tools/etcd35/go.sum
-	cd hack/tools/etcd35 && $(GO) build -trimpath -o $@ go.etcd.io/etcd/server/v3
+	@cd hack/tools/etcd35 && $(STEP) etcd-3.5 'etcd $(ETCD35_VERSION) from Go modules (first run only, about 1 min)' -- \
+		$(GO) build -trimpath -o $@ go.etcd.io/etcd/server/v3
 	@touch $@
 
 $(BIN)/etcd-3.4: hack/tools/etcd34/go.mod hack/tools/etcd34/go.sum
-	cd hack/tools/etcd34 && $(GO) build -trimpath -o $@ go.etcd.io/etcd
+	@cd hack/tools/etcd34 && $(STEP) etcd-3.4 'etcd $(ETCD34_VERSION) from Go modules (first run only, about 1 min)' -- \
+		$(GO) build -trimpath -o $@ go.etcd.io/etcd
 	@touch $@
 
 # The alerts' tests (test/alerts, test/e2e) run promtool and a real Prometheus. Scrape targets are
 # static in those tests, so no service discovery is built in (remove_all_sd), nor the web UI.
 $(BIN)/prometheus $(BIN)/promtool &: hack/tools/prometheus/go.mod hack/tools/prometheus/go.sum
-	cd hack/tools/prometheus && $(GO) build -trimpath -tags remove_all_sd -o $(BIN)/ \
+	@cd hack/tools/prometheus && $(STEP) prometheus 'prometheus and promtool from Go modules (first run only, about 3 min)' -- \
+		$(GO) build -trimpath -tags remove_all_sd -o $(BIN)/ \
 		github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool
 	@touch $(BIN)/prometheus $(BIN)/promtool
 
 $(BIN)/controller-gen: hack/tools/gen/go.mod hack/tools/gen/go.sum
-	cd hack/tools/gen && $(GO) build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
+	@cd hack/tools/gen && $(STEP) controller-gen 'controller-gen from Go modules (first run only, about 1 min)' -- \
+		$(GO) build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 
 $(BIN)/golangci-lint: hack/tools/lint/go.mod hack/tools/lint/go.sum
-	cd hack/tools/lint && $(GO) build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+	@cd hack/tools/lint && $(STEP) golangci-lint 'golangci-lint from Go modules (first run only, about 3 min)' -- \
+		$(GO) build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 ##@ Generated code and checks
 
@@ -235,5 +282,5 @@ clean: ## Remove bin/ (the next build of kube-apiserver takes about 10 minutes c
 # The bench build tag keeps these out of `make test`; BENCHMARKS.md says what each figure means.
 .PHONY: bench
 bench: build testbin nodebin image ## Measure leave latency, failover, quiet cost, a 10-minute outage, resync, Node deletion, the leader's own member failing and etcd's leader removed under load on the real test bed (~64 min), then the agent pod's memory and CPU under a real kubelet (~5 min); writes docs/BENCHMARKS.md and docs/BENCHMARKS-node.md.
-	$(GO) test -tags bench -count=1 -timeout 80m -v -run '^TestBench$$' ./test/bench/
-	BENCH_NODE_REPORT=$(CURDIR)/docs/BENCHMARKS-node.md $(GO) test -tags bench -count=1 -timeout 20m -v -run '^TestBenchAgentPod$$' ./test/node/
+	$(GOTEST) -tags bench -count=1 -timeout 80m -v -run '^TestBench$$' ./test/bench/
+	BENCH_NODE_REPORT=$(CURDIR)/docs/BENCHMARKS-node.md $(GOTEST) -tags bench -count=1 -timeout 20m -v -run '^TestBenchAgentPod$$' ./test/node/

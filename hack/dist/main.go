@@ -29,6 +29,10 @@ type options struct {
 	mtime    time.Time
 	manifest string
 	out      string
+	// onlyOS limits the run to one OS's archives: `make image` needs only linux's, and make test
+	// starts its tests on them while the other platforms build. Such a run is no release, so it
+	// writes no manifest and no checksums, and removes nothing.
+	onlyOS string
 }
 
 func main() {
@@ -49,6 +53,7 @@ func run(args []string) error {
 	fl.Int64Var(&mtime, "mtime", 0, "archive entries' mtime in Unix seconds (the Makefile passes $SOURCE_DATE_EPOCH, the commit time)")
 	fl.StringVar(&o.manifest, "manifest", "krew-manifest.yaml", "the krew manifest template")
 	fl.StringVar(&o.out, "out", "dist", "output directory")
+	fl.StringVar(&o.onlyOS, "os", "", "build only this OS's archives (no manifest, no checksums)")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -104,6 +109,9 @@ func dist(o *options) error {
 
 	sums := map[string]string{}
 	for _, p := range release.Platforms {
+		if o.onlyOS != "" && p.OS != o.onlyOS {
+			continue
+		}
 		bin, err := o.build(p, build)
 		if err != nil {
 			return err
@@ -120,6 +128,12 @@ func dist(o *options) error {
 		}
 		sums[p.ArchiveName()] = sum
 		fmt.Fprintf(os.Stderr, "dist: %s  %s\n", sum, p.ArchiveName())
+	}
+	if o.onlyOS != "" {
+		if len(sums) == 0 {
+			return fmt.Errorf("-os %s: no release platform has that OS", o.onlyOS)
+		}
+		return nil
 	}
 	if err := removeStale(o.out, sums); err != nil {
 		return err

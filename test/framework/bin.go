@@ -89,6 +89,8 @@ func buildCommand(name string) string {
 	switch name {
 	case "kubectl-etcdmember", "kubectl_complete-etcdmember", AgentBinary:
 		return "make build"
+	case "kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "pause":
+		return "make nodebin"
 	}
 	return "make testbin"
 }

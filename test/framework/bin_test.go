@@ -26,6 +26,7 @@ func (r *recordingTB) Fatalf(format string, args ...any) {
 func TestBinaryMissingFailsNamingTheMakeTarget(t *testing.T) {
 	for name, target := range map[string]string{
 		"etcd":                "make testbin",
+		"kubelet":             "make nodebin",
 		"kubectl-etcdmember":  "make build",
 		framework.AgentBinary: "make build",
 	} {

@@ -7,12 +7,10 @@ import (
 	"debug/pe"
 	"encoding/binary"
 	"fmt"
+	"testing"
 
 	"github.com/etcdmember/kubectl-etcdmember/hack/dist/release"
 )
-
-// versionSymbol is the variable the Makefile's LDFLAGS set with -X.
-const versionSymbol = modulePath + "/internal/version.Version"
 
 // region is a loaded section: where it sits in memory and its bytes in the file.
 type region struct {
@@ -21,88 +19,75 @@ type region struct {
 	size uint64
 }
 
-// stampedVersion reads internal/version.Version out of a binary of any release platform without
-// running it: the symbol's address gives the string header (pointer, length; all release targets
-// are 64-bit little-endian), and the pointer the bytes. -trimpath keeps -ldflags out of the build
-// info, and a search for the bytes could match the commit in vcs.revision, so this is the check
-// that each cross-built binary really carries the stamp.
-func stampedVersion(p release.Platform, data []byte) (string, error) {
+// stampsVersion tells whether a binary of any release platform holds version in a string
+// variable, without running it. The release binaries are stripped, so no symbol leads to
+// internal/version.Version, and -trimpath keeps -ldflags out of the build info; a search for the
+// bytes alone could match a constant. What -X leaves is a string header (pointer, length; every
+// release target is 64-bit little-endian) in the binary's data that points at those bytes, so the
+// check looks for such a header.
+func stampsVersion(p release.Platform, data []byte, version string) (bool, error) {
+	regions, err := sections(p, data)
+	if err != nil {
+		return false, err
+	}
+	want := uint64(len(version))
+	for _, r := range regions {
+		sec, err := r.data()
+		if err != nil {
+			return false, err
+		}
+		for off := 0; off+16 <= len(sec); off += 8 {
+			if binary.LittleEndian.Uint64(sec[off+8:]) != want {
+				continue
+			}
+			if s, err := read(regions, binary.LittleEndian.Uint64(sec[off:]), want); err == nil && string(s) == version {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// sections are the loaded sections of a binary that hold bytes in the file.
+func sections(p release.Platform, data []byte) ([]region, error) {
 	var regions []region
-	var addr uint64
-	found := false
 	switch p.OS {
 	case "linux":
 		f, err := elf.NewFile(bytes.NewReader(data))
 		if err != nil {
-			return "", err
-		}
-		syms, err := f.Symbols()
-		if err != nil {
-			return "", fmt.Errorf("symbols: %w", err)
-		}
-		for _, s := range syms {
-			if s.Name == versionSymbol {
-				addr, found = s.Value, true
-			}
+			return nil, err
 		}
 		for _, s := range f.Sections {
-			if s.Type != elf.SHT_NOBITS {
+			if s.Type != elf.SHT_NOBITS && s.Flags&elf.SHF_ALLOC != 0 {
 				regions = append(regions, region{addr: s.Addr, size: s.Size, data: s.Data})
 			}
 		}
 	case "darwin":
 		f, err := macho.NewFile(bytes.NewReader(data))
 		if err != nil {
-			return "", err
-		}
-		if f.Symtab == nil {
-			return "", fmt.Errorf("no symbol table")
-		}
-		for _, s := range f.Symtab.Syms {
-			if s.Name == versionSymbol {
-				addr, found = s.Value, true
-			}
+			return nil, err
 		}
 		for _, s := range f.Sections {
-			regions = append(regions, region{addr: s.Addr, size: s.Size, data: s.Data})
+			if s.Offset != 0 {
+				regions = append(regions, region{addr: s.Addr, size: s.Size, data: s.Data})
+			}
 		}
 	case "windows":
 		f, err := pe.NewFile(bytes.NewReader(data))
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		oh, ok := f.OptionalHeader.(*pe.OptionalHeader64)
 		if !ok {
-			return "", fmt.Errorf("not a 64-bit PE")
-		}
-		for _, s := range f.Symbols {
-			if s.Name == versionSymbol && s.SectionNumber > 0 && int(s.SectionNumber) <= len(f.Sections) {
-				sec := f.Sections[s.SectionNumber-1]
-				addr, found = oh.ImageBase+uint64(sec.VirtualAddress)+uint64(s.Value), true
-			}
+			return nil, fmt.Errorf("not a 64-bit PE")
 		}
 		for _, s := range f.Sections {
 			regions = append(regions, region{addr: oh.ImageBase + uint64(s.VirtualAddress), size: uint64(s.Size), data: s.Data})
 		}
 	default:
-		return "", fmt.Errorf("unknown os %s", p.OS)
+		return nil, fmt.Errorf("unknown os %s", p.OS)
 	}
-	if !found {
-		return "", fmt.Errorf("no symbol %s (was the binary stripped?)", versionSymbol)
-	}
-	header, err := read(regions, addr, 16)
-	if err != nil {
-		return "", fmt.Errorf("string header: %w", err)
-	}
-	ptr, n := binary.LittleEndian.Uint64(header[:8]), binary.LittleEndian.Uint64(header[8:])
-	if n == 0 {
-		return "", nil
-	}
-	s, err := read(regions, ptr, n)
-	if err != nil {
-		return "", fmt.Errorf("string data: %w", err)
-	}
-	return string(s), nil
+	return regions, nil
 }
 
 func read(regions []region, addr, n uint64) ([]byte, error) {
@@ -119,4 +104,19 @@ func read(regions []region, addr, n uint64) ([]byte, error) {
 		}
 	}
 	return nil, fmt.Errorf("%d bytes at %#x are in no section", n, addr)
+}
+
+// TestStampCheckCanFail: the check above finds the version the binaries carry and no other of the
+// same length, so a binary stamped with a stale version would fail it.
+func TestStampCheckCanFail(t *testing.T) {
+	version := ExpectedVersion(t)
+	p := release.Platforms[0]
+	bin := readArchive(t, p)[p.BinaryName()].Data
+	other := []byte(version)
+	other[len(other)-1]++
+	for v, want := range map[string]bool{version: true, string(other): false} {
+		if got, err := stampsVersion(p, bin, v); err != nil || got != want {
+			t.Errorf("%s: stampsVersion(%q) = %v (err %v), want %v", p, v, got, err, want)
+		}
+	}
 }

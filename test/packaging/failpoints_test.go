@@ -3,13 +3,12 @@ package packaging
 import (
 	"bytes"
 	"context"
-	"debug/elf"
-	"debug/macho"
-	"debug/pe"
+	"debug/buildinfo"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,74 +18,32 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
-// failpointCode is in the name of every symbol that internal/failpoint's real implementation
-// (build tag failpoints) links in: its functions, its state, the equality of its types. The no-op
-// Hit of a build without the tag is inlined away and leaves none.
-const failpointCode = modulePath + "/internal/failpoint."
+// failpointsTag is the build tag that links internal/failpoint's real implementation in. The
+// shipped binaries are stripped (-s -w), so their symbols cannot tell; their build info, which
+// stripping keeps, records the tags they were built with.
+const failpointsTag = "failpoints"
 
-// symbolNames lists the symbol table of a binary of any release platform.
-func symbolNames(p release.Platform, data []byte) ([]string, error) {
-	var names []string
-	switch p.OS {
-	case "linux":
-		f, err := elf.NewFile(bytes.NewReader(data))
-		if err != nil {
-			return nil, err
-		}
-		syms, err := f.Symbols()
-		if err != nil {
-			return nil, err
-		}
-		for _, s := range syms {
-			names = append(names, s.Name)
-		}
-	case "darwin":
-		f, err := macho.NewFile(bytes.NewReader(data))
-		if err != nil {
-			return nil, err
-		}
-		if f.Symtab == nil {
-			return nil, errors.New("no symbol table")
-		}
-		for _, s := range f.Symtab.Syms {
-			names = append(names, s.Name)
-		}
-	case "windows":
-		f, err := pe.NewFile(bytes.NewReader(data))
-		if err != nil {
-			return nil, err
-		}
-		for _, s := range f.Symbols {
-			names = append(names, s.Name)
-		}
-	default:
-		return nil, fmt.Errorf("unknown os %s", p.OS)
+// buildTags are the -tags a Go binary of any platform was built with, from its build info.
+func buildTags(data []byte) ([]string, error) {
+	info, err := buildinfo.Read(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("reading build info: %w", err)
 	}
-	if len(names) == 0 {
-		return nil, errors.New("no symbols (was the binary stripped?)")
+	for _, s := range info.Settings {
+		if s.Key == "-tags" {
+			return strings.Split(s.Value, ","), nil
+		}
 	}
-	return names, nil
+	return nil, nil
 }
 
-// failpointSymbols are the symbols of internal/failpoint's real implementation in a binary.
-func failpointSymbols(p release.Platform, data []byte) ([]string, error) {
-	names, err := symbolNames(p, data)
-	var found []string
-	for _, name := range names {
-		if strings.Contains(name, failpointCode) {
-			found = append(found, name)
-		}
-	}
-	return found, err
-}
-
-// checkNoFailpoints fails when a shipped binary carries internal/failpoint's real implementation.
-func checkNoFailpoints(t *testing.T, what string, p release.Platform, data []byte) {
+// checkNoFailpoints fails when a shipped binary was built with internal/failpoint's real implementation.
+func checkNoFailpoints(t *testing.T, what string, data []byte) {
 	t.Helper()
-	if syms, err := failpointSymbols(p, data); err != nil {
-		t.Errorf("%s: reading symbols: %v", what, err)
-	} else if len(syms) > 0 {
-		t.Errorf("%s carries failpoint code (built with -tags failpoints?): %v", what, syms)
+	if tags, err := buildTags(data); err != nil {
+		t.Errorf("%s: %v", what, err)
+	} else if slices.Contains(tags, failpointsTag) {
+		t.Errorf("%s carries failpoint code: built with -tags %s", what, strings.Join(tags, ","))
 	}
 }
 
@@ -111,12 +68,11 @@ func runWithFailpoint(t *testing.T, bin string) (string, int) {
 }
 
 // TestShippedBinaryHasNoFailpoints: bin/kubectl-etcdmember, what make build, make install and
-// go install produce, links none of internal/failpoint's code and ignores ETCDMEMBER_FAILPOINT,
+// go install produce, is built without internal/failpoint's code and ignores ETCDMEMBER_FAILPOINT,
 // while the test framework's agent, bin/failpoints/kubectl-etcdmember, has both: the check would
 // see the code if it were there. (The dist archives and so the image are checked by
 // TestArchivesHoldWhatTheManifestPromises.)
 func TestShippedBinaryHasNoFailpoints(t *testing.T) {
-	host := HostPlatform()
 	shipped := Need(t, "bin/"+release.Binary, "build")
 	agent := Need(t, "bin/"+framework.AgentBinary, "build")
 
@@ -124,7 +80,7 @@ func TestShippedBinaryHasNoFailpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkNoFailpoints(t, "bin/"+release.Binary, host, data)
+	checkNoFailpoints(t, "bin/"+release.Binary, data)
 	if out, code := runWithFailpoint(t, shipped); code != 0 || strings.Contains(out, failpoint.EnvVar) {
 		t.Errorf("bin/%s version with a malformed %s: exit %d, want 0 and no word of it:\n%s", release.Binary, failpoint.EnvVar, code, out)
 	}
@@ -133,9 +89,9 @@ func TestShippedBinaryHasNoFailpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if syms, err := failpointSymbols(host, data); err != nil || len(syms) == 0 {
-		t.Errorf("bin/%s has no symbol containing %s (err %v): the check above would miss failpoints; is it built with -tags failpoints?",
-			framework.AgentBinary, failpointCode, err)
+	if tags, err := buildTags(data); err != nil || !slices.Contains(tags, failpointsTag) {
+		t.Errorf("bin/%s's build info has tags %q (err %v), not %s: the check above would miss failpoints",
+			framework.AgentBinary, tags, err, failpointsTag)
 	}
 	if out, code := runWithFailpoint(t, agent); code != 2 || !strings.Contains(out, failpoint.EnvVar) {
 		t.Errorf("bin/%s version with a malformed %s: exit %d, want 2 and the failpoint's complaint:\n%s", framework.AgentBinary, failpoint.EnvVar, code, out)
