@@ -73,8 +73,8 @@ lab: build $(DEMOBIN) $(BIN)/demo ## Start the local lab and keep it running to 
 	$(BIN)/demo -lab
 
 # The packages no test needs built for other platforms first. test/packaging checks the archives of
-# every platform, so it runs last; the darwin and windows builds of make dist (pure CPU, 9 min of
-# it cold) and the code tools run beside the tests meanwhile, at the lowest CPU priority, in the
+# every platform, so it runs last; the darwin and windows builds of make dist (pure CPU, about 2
+# min each cold) and the code tools run beside the tests meanwhile, at the lowest CPU priority, in the
 # time the e2e and node scenarios spend waiting (docs/testing.md, "Where the time goes"). Each e2e
 # scenario runs its own test bed and mostly waits; 6 at a time keep 2 cores about half busy.
 # Scenarios that time how fast something happens run alone (test/e2e/env_test.go).
@@ -83,8 +83,14 @@ EARLY_PACKAGES = $(shell $(GO) list ./... | grep -v /test/packaging)
 # runs a recipe line that names $(MAKE) directly even under -n).
 BESIDE_TESTS = nice -n 19 $(MAKE) --no-print-directory dist $(TOOLS)
 
+# What only the tests import (the Prometheus operator's types, ...) is downloaded here, quietly,
+# rather than by go test in the middle of its output.
+$(BIN)/.test-modules: go.mod go.sum
+	@STEP_VERB=downloading $(STEP) test-modules 'the Go modules only the tests import (first run only, seconds)' -- $(GO) mod download
+	@touch $@
+
 .PHONY: test
-test: build testbin nodebin krew image ## Run every test: unit, integration (test/framework), e2e, the node tier and packaging, a short fuzz run, then make verify.
+test: build testbin nodebin krew image $(BIN)/.test-modules ## Run every test: unit, integration (test/framework), e2e, the node tier and packaging, a short fuzz run, then make verify.
 	@mkdir -p $(BIN)/logs; set -m; ( $(BESIDE_TESTS) >$(BIN)/logs/beside-tests.log 2>&1 ) & beside=$$!; set +m; \
 	trap 'kill -- -$$beside 2>/dev/null' EXIT; \
 	echo "running the tests; make dist and the code tools build beside them (bin/logs/beside-tests.log)"; \
@@ -127,12 +133,12 @@ chaos: build $(DEMOBIN) ## Seeded chaos: CHAOS_SCENARIOS random fault scenarios 
 build: $(PLUGIN) $(FAILPOINTS_BIN) ## Build the plugin (bin/kubectl-etcdmember), its completion script, and the tests' agent (bin/failpoints/).
 
 $(BIN)/kubectl-etcdmember: $(GO_SOURCES) go.mod go.sum
-	@$(STEP) kubectl-etcdmember 'kubectl-etcdmember (about 3 min cold, seconds after)' -- \
+	@$(STEP) kubectl-etcdmember 'kubectl-etcdmember (about 2½ min cold, seconds after)' -- \
 		$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $@ .
 	@touch $@
 
 $(FAILPOINTS_BIN): $(GO_SOURCES) go.mod go.sum
-	@$(STEP) failpoints 'the agent the tests run, with failpoints (about 1 min cold)' -- \
+	@$(STEP) failpoints 'the agent the tests run, with failpoints (seconds)' -- \
 		$(GO) build -tags failpoints -trimpath -ldflags "$(LDFLAGS)" -o $@ .
 	@touch $@
 
@@ -140,7 +146,7 @@ $(BIN)/kubectl_complete-etcdmember: kubectl_complete-etcdmember
 	@install -m 0755 $< $@
 
 $(BIN)/demo: $(GO_SOURCES) $(shell find hack/demo test/framework -name '*.go' ! -name '*_test.go' 2>/dev/null) go.mod go.sum
-	@$(STEP) demo 'the demo (about 1 min cold)' -- $(GO) build -trimpath -o $@ ./hack/demo
+	@$(STEP) demo 'the demo (seconds)' -- $(GO) build -trimpath -o $@ ./hack/demo
 	@touch $@
 
 .PHONY: testbin
@@ -151,7 +157,7 @@ tools: $(TOOLS) ## Build the code tools make verify and make generate run: contr
 
 # Each tool lives in its own module under hack/tools so that its dependencies never touch ours.
 $(BIN)/kube-apiserver $(BIN)/kubectl &: hack/tools/kube/go.mod hack/tools/kube/go.sum
-	@cd hack/tools/kube && $(STEP) kube-apiserver 'kube-apiserver and kubectl $(KUBE_VERSION) from Go modules (first run only, about 9 min)' -- \
+	@cd hack/tools/kube && $(STEP) kube-apiserver 'kube-apiserver and kubectl $(KUBE_VERSION) from Go modules (first run only, about 5 min)' -- \
 		$(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/ \
 		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
 	@touch $(BIN)/kube-apiserver $(BIN)/kubectl
@@ -160,7 +166,7 @@ $(BIN)/kube-apiserver $(BIN)/kubectl &: hack/tools/kube/go.mod hack/tools/kube/g
 nodebin: $(NODEBIN) node-packages ## Build what the node tier runs (kubelet, kube-controller-manager, kube-scheduler, kube-proxy, containerd, the pause image) and install runc, the CNI plugins and nft.
 
 $(BIN)/kubelet $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kube-proxy &: hack/tools/kube/go.mod hack/tools/kube/go.sum
-	@cd hack/tools/kube && $(STEP) kubelet 'kubelet, kube-controller-manager, kube-scheduler and kube-proxy $(KUBE_VERSION) from Go modules (first run only, about 3 min)' -- \
+	@cd hack/tools/kube && $(STEP) kubelet 'kubelet, kube-controller-manager, kube-scheduler and kube-proxy $(KUBE_VERSION) from Go modules (first run only, about 2 min)' -- \
 		$(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/ \
 		k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
 		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy
@@ -168,7 +174,7 @@ $(BIN)/kubelet $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kube-
 
 # No btrfs, devmapper or zfs snapshotters (they need cgo); the tier uses overlayfs.
 $(BIN)/containerd $(BIN)/containerd-shim-runc-v2 $(BIN)/ctr &: hack/tools/containerd/go.mod hack/tools/containerd/go.sum
-	@cd hack/tools/containerd && $(STEP) containerd 'containerd $(CONTAINERD_VERSION) from Go modules (first run only, about 2 min)' -- \
+	@cd hack/tools/containerd && $(STEP) containerd 'containerd $(CONTAINERD_VERSION) from Go modules (first run only, about 1 min)' -- \
 		$(GO) build -trimpath -ldflags "-s -w" -tags "no_btrfs no_devmapper no_zfs urfave_cli_no_docs" \
 		-o $(BIN)/ github.com/containerd/containerd/v2/cmd/containerd \
 		github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/ctr
@@ -196,35 +202,35 @@ node-packages:
 	fi
 
 $(BIN)/etcd $(BIN)/etcdctl &: hack/tools/etcd/go.mod hack/tools/etcd/go.sum
-	@cd hack/tools/etcd && $(STEP) etcd 'etcd and etcdctl $(ETCD_VERSION) from Go modules (first run only, about 2 min)' -- \
+	@cd hack/tools/etcd && $(STEP) etcd 'etcd and etcdctl $(ETCD_VERSION) from Go modules (first run only, about 30 s)' -- \
 		sh -c '$(GO) build -trimpath -o $(BIN)/etcd go.etcd.io/etcd/server/v3 && \
 		$(GO) build -trimpath -o $(BIN)/etcdctl go.etcd.io/etcd/etcdctl/v3'
 	@touch $(BIN)/etcd $(BIN)/etcdctl
 
 $(BIN)/etcd-3.5: hack/tools/etcd35/go.mod hack/tools/etcd35/go.sum
-	@cd hack/tools/etcd35 && $(STEP) etcd-3.5 'etcd $(ETCD35_VERSION) from Go modules (first run only, about 1 min)' -- \
+	@cd hack/tools/etcd35 && $(STEP) etcd-3.5 'etcd $(ETCD35_VERSION) from Go modules (first run only, about 20 s)' -- \
 		$(GO) build -trimpath -o $@ go.etcd.io/etcd/server/v3
 	@touch $@
 
 $(BIN)/etcd-3.4: hack/tools/etcd34/go.mod hack/tools/etcd34/go.sum
-	@cd hack/tools/etcd34 && $(STEP) etcd-3.4 'etcd $(ETCD34_VERSION) from Go modules (first run only, about 1 min)' -- \
+	@cd hack/tools/etcd34 && $(STEP) etcd-3.4 'etcd $(ETCD34_VERSION) from Go modules (first run only, about 20 s)' -- \
 		$(GO) build -trimpath -o $@ go.etcd.io/etcd
 	@touch $@
 
 # The alerts' tests (test/alerts, test/e2e) run promtool and a real Prometheus. Scrape targets are
 # static in those tests, so no service discovery is built in (remove_all_sd), nor the web UI.
 $(BIN)/prometheus $(BIN)/promtool &: hack/tools/prometheus/go.mod hack/tools/prometheus/go.sum
-	@cd hack/tools/prometheus && $(STEP) prometheus 'prometheus and promtool from Go modules (first run only, about 3 min)' -- \
+	@cd hack/tools/prometheus && $(STEP) prometheus 'prometheus and promtool from Go modules (first run only, about 2 min)' -- \
 		$(GO) build -trimpath -tags remove_all_sd -o $(BIN)/ \
 		github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool
 	@touch $(BIN)/prometheus $(BIN)/promtool
 
 $(BIN)/controller-gen: hack/tools/gen/go.mod hack/tools/gen/go.sum
-	@cd hack/tools/gen && $(STEP) controller-gen 'controller-gen from Go modules (first run only, about 1 min)' -- \
+	@cd hack/tools/gen && $(STEP) controller-gen 'controller-gen from Go modules (first run only, about 20 s)' -- \
 		$(GO) build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 
 $(BIN)/golangci-lint: hack/tools/lint/go.mod hack/tools/lint/go.sum
-	@cd hack/tools/lint && $(STEP) golangci-lint 'golangci-lint from Go modules (first run only, about 3 min)' -- \
+	@cd hack/tools/lint && $(STEP) golangci-lint 'golangci-lint from Go modules (first run only, about 1 min)' -- \
 		$(GO) build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 ##@ Generated code and checks
@@ -274,7 +280,7 @@ verify-no-skips:
 	@if git grep -nE '\bt\.Skip(f|Now)?\(' -- '*_test.go'; then echo "tests must not skip"; exit 1; fi
 
 .PHONY: clean
-clean: ## Remove bin/ (the next build of kube-apiserver takes about 10 minutes cold).
+clean: ## Remove bin/ (the next make test builds every tool again; with cold Go caches that is about 12 min).
 	rm -rf $(BIN)
 
 ##@ Measuring

@@ -19,13 +19,13 @@ DIST_CMD = $(GO) run ./hack/dist -go '$(GO)' -version '$(VERSION)' -ldflags '$(L
 
 .PHONY: dist
 dist: ## Cross-build kubectl-etcdmember (linux, darwin, windows) into reproducible archives and dist/etcdmember.yaml (krew).
-	@$(STEP) dist 'the release archives for every platform (about 9 min cold, 1 min after)' -- $(DIST_CMD)
+	@$(STEP) dist 'the release archives for every platform (cold: about 2 min per platform not built yet; seconds after)' -- $(DIST_CMD)
 
 # The image needs only the linux archives; make test runs its tests on the image while the rest
 # of make dist builds (the linux builds are cached by then, and reproducible, so the same bytes).
 .PHONY: dist-linux
 dist-linux:
-	@$(STEP) dist-linux 'the linux release archives (about 4 min cold, seconds after)' -- $(DIST_CMD) -os linux
+	@$(STEP) dist-linux 'the linux release archives (about 2½ min cold, seconds after)' -- $(DIST_CMD) -os linux
 
 .PHONY: image
 image: dist-linux $(BIN)/imagebuild ## Write the agent image (linux/amd64+arm64, entrypoint serve, non-root) as dist/image (OCI) and dist/image_linux_<arch>.tar (docker load).
@@ -42,7 +42,7 @@ krew: $(BIN)/krew $(BIN)/validate-krew-manifest ## Build bin/krew and bin/valida
 
 # krew v0.4.3 requires k8s.io/client-go v11.0.0+incompatible, so it builds in a module of its own.
 $(BIN)/krew $(BIN)/validate-krew-manifest &: hack/tools/krew/go.mod hack/tools/krew/go.sum
-	@cd hack/tools/krew && $(STEP) krew 'krew v0.4.3 from Go modules (first run only, about 1 min)' -- \
+	@cd hack/tools/krew && $(STEP) krew 'krew v0.4.3 from Go modules (first run only, seconds)' -- \
 		$(GO) build -trimpath -o $(BIN)/ sigs.k8s.io/krew/cmd/krew sigs.k8s.io/krew/cmd/validate-krew-manifest
 	@touch $(BIN)/krew $(BIN)/validate-krew-manifest
 

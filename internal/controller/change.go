@@ -65,13 +65,18 @@ func (r *MembershipReconciler) makeChange(ctx context.Context, m *v1alpha1.EtcdM
 }
 
 // removing is the change that removes target from etcd, for a leave (intent leaveRequest) or an
-// eviction (evictionRequest). A member already gone counts as removed.
-func (r *MembershipReconciler) removing(target etcd.Member, verb, intent string, wanted func(*v1alpha1.EtcdMember) bool, head *headStart) change {
+// eviction (evictionRequest), sent to a member that stays (removalVia; fresh: the guard's probes,
+// if any). A member already gone counts as removed.
+func (r *MembershipReconciler) removing(target etcd.Member, verb, intent string, wanted func(*v1alpha1.EtcdMember) bool, fresh []voter, head *headStart) change {
 	return change{verb: verb, wanted: wanted, intent: intent,
 		before: failpoint.LeaveBeforeRemove, after: failpoint.LeaveAfterRemove,
 		call: func(ctx context.Context) error {
+			via, err := r.removalVia(target.ID, fresh)
+			if err != nil {
+				return err
+			}
 			head.timings().done(stepRemoveSent)
-			if err := r.Etcd.MemberRemove(ctx, target.ID); err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) && !r.goneAfter(ctx, target.ID, err) {
+			if err := r.Peers.MemberRemove(ctx, via, target.ID); err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) && !r.goneAfter(ctx, target.ID, err) {
 				return err
 			}
 			head.timings().done(stepRemoved)
@@ -79,11 +84,44 @@ func (r *MembershipReconciler) removing(target etcd.Member, verb, intent string,
 		}}
 }
 
-// goneAfter tells whether a MemberRemove that failed took effect all the same. The leader's calls
-// go to every serving voter, the member being removed among them, and that member stops as it
-// applies its own removal: its answer can be "etcdserver: server stopped" for a removal that was
-// committed (seen in make bench). Any member's list without it proves the removal; a list that
-// still has it, or none, leaves the error to the retry.
+// removalVia picks the member a removal of target goes to: a voter that served when last probed,
+// never target itself, which could answer the call and, applying its own removal, answer
+// "etcdserver: server stopped" for a removal that was committed. etcd's leader comes first, as
+// every membership change is applied there. The probes are fresh when the guard made them for
+// this removal, else the latest round's.
+func (r *MembershipReconciler) removalVia(target uint64, fresh []voter) (etcd.Member, error) {
+	candidates := fresh
+	if len(candidates) == 0 {
+		if p, ok := r.Probes(); ok {
+			for _, m := range p.List {
+				if h := p.Members[m.ID]; !m.IsLearner {
+					candidates = append(candidates, voter{Member: m, Healthy: h.Serving, Leader: h.Status.Leader, AnsweredBy: h.AnsweredBy})
+				}
+			}
+		}
+	}
+	var leader uint64
+	for _, c := range candidates {
+		if c.Healthy && c.Leader != 0 {
+			leader = c.Leader
+		}
+	}
+	var via *voter
+	for i := range candidates {
+		c := &candidates[i]
+		if c.ID != target && c.Healthy && c.AnsweredBy == 0 && (via == nil || c.ID == leader) {
+			via = c
+		}
+	}
+	if via == nil {
+		return etcd.Member{}, fmt.Errorf("no voter other than member %s served when last probed: none to send its removal to", etcd.IDString(target))
+	}
+	return via.Member, nil
+}
+
+// goneAfter tells whether a MemberRemove that failed took effect all the same: an answer lost after
+// the removal was committed (a timeout, a connection that broke). Any member's list without it
+// proves the removal; a list that still has it, or none, leaves the error to the retry.
 func (r *MembershipReconciler) goneAfter(ctx context.Context, id uint64, removeErr error) bool {
 	ctx, cancel := context.WithTimeout(ctx, r.ProbeTimeout)
 	defer cancel()

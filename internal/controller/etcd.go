@@ -16,7 +16,6 @@ import (
 // Every call needs the cluster's quorum.
 type Cluster interface {
 	MemberList(ctx context.Context) ([]etcd.Member, error)
-	MemberRemove(ctx context.Context, id uint64) error
 	// MemberPromote fails with etcd.ErrLearnerNotReady while the learner has not caught up.
 	MemberPromote(ctx context.Context, id uint64) error
 	MemberUpdate(ctx context.Context, id uint64, peerURLs []string) error
@@ -24,11 +23,14 @@ type Cluster interface {
 }
 
 // Peers reaches each member on its own client URLs: only there does a member tell its own health
-// and whom it hears, and only the etcd leader itself hands leadership on.
+// and whom it hears, only the etcd leader itself hands leadership on, and only a member that stays
+// is asked to remove another (removalVia).
 type Peers interface {
 	Probe(ctx context.Context, m etcd.Member, timeout time.Duration) etcd.Health
 	// MoveLeader asks m, which must lead, to hand etcd leadership to transferee.
 	MoveLeader(ctx context.Context, m etcd.Member, transferee uint64) error
+	// MemberRemove asks via, which must not be the member id, to remove member id.
+	MemberRemove(ctx context.Context, via etcd.Member, id uint64) error
 	// PeerTraffic reads what observer's own metrics say about its raft link from member peer:
 	// etcd's own view of whether peer is heard, which a probe from the leader's node cannot give
 	// when only the path from that node to peer is broken. It fails when observer's metrics could

@@ -21,7 +21,7 @@ func (r *MembershipReconciler) evict(ctx context.Context, m *v1alpha1.EtcdMember
 	// The intent tells the next leader, should this one stop after the removal, an eviction from a
 	// removal by someone else.
 	logf.FromContext(ctx).Info("Evicting stalled learner", "memberID", m.Status.MemberID, "peerURLs", target.PeerURLs)
-	if err := r.makeChange(ctx, m, target, r.removing(target, "evicting", evictionRequest(m), anyState, nil), nil); err != nil {
+	if err := r.makeChange(ctx, m, target, r.removing(target, "evicting", evictionRequest(m), anyState, nil, nil), nil); err != nil {
 		return ctrl.Result{}, fmt.Errorf("evicting stalled learner %s: %w", m.Status.MemberID, err)
 	}
 	r.promoteBackoff().Forget(m.UID)

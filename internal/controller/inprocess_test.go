@@ -131,7 +131,7 @@ func TestLeaveOutcomes(t *testing.T) {
 			left:  metav1.ConditionFalse, reason: v1alpha1.ReasonMemberMismatch},
 		{name: "already gone from etcd", members: etcdfake.Voters(3), leave: "node-2",
 			setup: func(w *world) {
-				if err := w.etcd.MemberRemove(t.Context(), 2); err != nil {
+				if err := w.etcdctlRemove(2); err != nil {
 					t.Fatal(err)
 				}
 			},
@@ -270,7 +270,7 @@ func TestCancelAfterCrashLeavesNoIntent(t *testing.T) {
 	}
 	w.edit("node-2", func(m *v1alpha1.EtcdMember) { m.Spec.Leave = false })
 	w.mustReconcile("node-2")
-	if err := w.etcd.MemberRemove(t.Context(), 2); err != nil {
+	if err := w.etcdctlRemove(2); err != nil {
 		t.Fatal(err)
 	}
 	w.mustReconcile("node-2")
@@ -510,7 +510,7 @@ func TestDiscoveryOnModel(t *testing.T) {
 	}
 
 	// node-2's member is removed by hand, and the node re-joins as a new member.
-	if err := w.etcd.MemberRemove(t.Context(), 2); err != nil {
+	if err := w.etcdctlRemove(2); err != nil {
 		t.Fatal(err)
 	}
 	w.mustReconcile("node-2")
@@ -539,7 +539,7 @@ func TestTakeOverForgetsTheEarlierAdvertisement(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.mustReconcile("node-2")
-	if err := w.etcd.MemberRemove(t.Context(), 2); err != nil {
+	if err := w.etcdctlRemove(2); err != nil {
 		t.Fatal(err)
 	}
 	w.mustReconcile("node-2")
@@ -611,13 +611,13 @@ func TestFollowersCutThenHealed(t *testing.T) {
 // removalUnconfirmed fails the first member list after each removal: with LoseAnswer on the
 // removal, etcd applies it and the leader cannot see that it did.
 type removalUnconfirmed struct {
-	Cluster
+	*etcdfake.Cluster
 	removed bool
 }
 
-func (c *removalUnconfirmed) MemberRemove(ctx context.Context, id uint64) error {
+func (c *removalUnconfirmed) MemberRemove(ctx context.Context, via etcd.Member, id uint64) error {
 	c.removed = true
-	return c.Cluster.MemberRemove(ctx, id)
+	return c.Cluster.MemberRemove(ctx, via, id)
 }
 
 func (c *removalUnconfirmed) MemberList(ctx context.Context) ([]etcd.Member, error) {
@@ -638,7 +638,8 @@ func TestCancelAfterAnUnconfirmedRemoval(t *testing.T) {
 		t.Run(fmt.Sprintf("applied=%v", applied), func(t *testing.T) {
 			w := newWorld(t, etcdfake.Voters(3)...)
 			if applied {
-				w.r.Etcd = &removalUnconfirmed{Cluster: w.etcd}
+				unconfirmed := &removalUnconfirmed{Cluster: w.etcd}
+				w.r.Etcd, w.r.Peers = unconfirmed, unconfirmed
 				w.etcd.LoseAnswer(etcdfake.OpMemberRemove)
 			} else {
 				w.etcd.Fail(etcdfake.OpMemberRemove, etcdfake.ErrInjected)
@@ -653,7 +654,7 @@ func TestCancelAfterAnUnconfirmedRemoval(t *testing.T) {
 				return
 			}
 			w.mustReconcile("node-2")
-			if err := w.etcd.MemberRemove(t.Context(), 2); err != nil {
+			if err := w.etcdctlRemove(2); err != nil {
 				t.Fatal(err)
 			}
 			w.mustReconcile("node-2")

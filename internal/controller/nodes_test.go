@@ -287,7 +287,7 @@ func TestDeletedNodeCancelledLeave(t *testing.T) {
 // nothing; one whose leave an operator asked already keeps that request as it is.
 func TestDeletedNodeOfGoneMember(t *testing.T) {
 	w := newNodeWorld(t, true)
-	if err := w.etcd.MemberRemove(context.Background(), 2); err != nil {
+	if err := w.etcdctlRemove(2); err != nil {
 		t.Fatal(err)
 	}
 	w.mustReconcile("node-2")

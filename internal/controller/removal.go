@@ -126,7 +126,7 @@ func (r *MembershipReconciler) remove(ctx context.Context, m *v1alpha1.EtcdMembe
 		return ctrl.Result{RequeueAfter: r.RecheckInterval}, nil
 	}
 	log.Info("Removing member from etcd", "peerURLs", target.PeerURLs)
-	if err := r.makeChange(ctx, m, target, r.removing(target, "removing", leaveRequest(m), stillLeaving, head), head); err != nil {
+	if err := r.makeChange(ctx, m, target, r.removing(target, "removing", leaveRequest(m), stillLeaving, v.voters, head), head); err != nil {
 		if errors.Is(err, errNotWanted) {
 			// Cancelled after the intent was stored: withdrawn, so a later removal by someone
 			// else is not reported as ours. A leader whose term ended leaves that to the next.

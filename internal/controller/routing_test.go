@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
@@ -120,4 +121,57 @@ type signalProbes struct {
 func (s *signalProbes) Probe(ctx context.Context, m etcd.Member, timeout time.Duration) etcd.Health {
 	s.once.Do(func() { close(s.probing) })
 	return s.Peers.Probe(ctx, m, timeout)
+}
+
+// TestRemovalVia: a removal goes to a voter that served when last probed and stays: etcd's leader
+// when that is another member, never the member removed, one that did not serve, or one on whose
+// URLs another member answers; with none such it is not sent at all.
+func TestRemovalVia(t *testing.T) {
+	v := func(id uint64, healthy bool, leader uint64) voter {
+		return voter{Member: etcd.Member{ID: id}, Healthy: healthy, Leader: leader}
+	}
+	answeredBy := v(2, true, 3)
+	answeredBy.AnsweredBy = 1
+	r := &MembershipReconciler{Probes: func() (Probes, bool) { return Probes{}, false }}
+	for _, tc := range []struct {
+		name   string
+		voters []voter
+		want   uint64
+	}{
+		{"etcd's leader, listed last", []voter{v(1, true, 3), v(2, true, 3), v(3, true, 3)}, 3},
+		{"the target leads: another", []voter{v(1, true, 2), v(2, false, 0), v(3, true, 2)}, 1},
+		{"the target first in the list", []voter{v(2, false, 0), v(3, true, 1), v(1, true, 1)}, 1},
+		{"only a member that does not serve is left", []voter{v(1, false, 0), v(2, false, 0)}, 0},
+		{"another member answers on its URLs", []voter{v(2, false, 0), answeredBy}, 0},
+		{"no probes", nil, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			via, err := r.removalVia(2, tc.voters)
+			switch {
+			case tc.want == 0 && err == nil:
+				t.Errorf("sent to %d, want not sent", via.ID)
+			case tc.want != 0 && (err != nil || via.ID != tc.want):
+				t.Errorf("sent to %d (%v), want %d", via.ID, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestFakeCatchesARemovalSentToItsTarget: the fake applies a removal sent to the member it removes,
+// answers as that stopping member does, and records it, which fails every in-process test
+// (newWorld's cleanup); one sent to a member that stays is not recorded.
+func TestFakeCatchesARemovalSentToItsTarget(t *testing.T) {
+	c := etcdfake.New(etcdfake.Voters(3)...)
+	if err := c.MemberRemove(t.Context(), etcd.Member{ID: 3}, 3); !errors.Is(err, rpctypes.ErrStopped) {
+		t.Errorf("removal sent to its target answered %v, want %v", err, rpctypes.ErrStopped)
+	}
+	if err := c.MemberRemove(t.Context(), etcd.Member{ID: 1}, 2); err != nil {
+		t.Errorf("removal sent to a member that stays: %v", err)
+	}
+	if got := c.SentToTarget(); !slices.Equal(got, []uint64{3}) {
+		t.Errorf("recorded %v as sent to their target, want [3]", got)
+	}
+	if c.Has(2) || c.Has(3) {
+		t.Errorf("both removals are applied; the list still has 2: %v, 3: %v", c.Has(2), c.Has(3))
+	}
 }

@@ -79,6 +79,12 @@ func newWorld(t *testing.T, members ...etcdfake.Member) *world {
 	t.Helper()
 	w := &world{t: t, etcd: etcdfake.New(members...), term: &fakeTerm{canHand: true},
 		clock: clocktesting.NewFakePassiveClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))}
+	// Every in-process test fails when the leader sent a removal to the member it removes.
+	t.Cleanup(func() {
+		if sent := w.etcd.SentToTarget(); len(sent) > 0 {
+			t.Errorf("removals sent to the member they remove: %v", sent)
+		}
+	})
 	// A crashed reconcile reaches the API no more than etcd.
 	dead := func(ctx context.Context) error { return ctx.Err() }
 	w.api = fake.NewClientBuilder().WithScheme(testScheme(t)).WithStatusSubresource(&v1alpha1.EtcdMember{}).
@@ -243,6 +249,16 @@ func (w *world) expect(name, condType string, want metav1.ConditionStatus, reaso
 	if s, r := w.condition(name, condType); s != want || r != reason {
 		w.t.Errorf("%s: %s %s = %s/%s, want %s/%s", what, name, condType, s, r, want, reason)
 	}
+}
+
+// etcdctlRemove removes member id as an operator would, outside etcdmember, through the lowest
+// other member's ID.
+func (w *world) etcdctlRemove(id uint64) error {
+	via := uint64(1)
+	if id == via {
+		via = 2
+	}
+	return w.etcd.MemberRemove(w.t.Context(), etcd.Member{ID: via}, id)
 }
 
 // removals lists the member IDs the cluster removed, in order.

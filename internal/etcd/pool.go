@@ -165,6 +165,17 @@ func (p *Pool) MoveLeader(ctx context.Context, m Member, transferee uint64) erro
 	return nil
 }
 
+// MemberRemove asks via, over its pooled connection, to remove member id. The leader sends a
+// removal to a member that stays: the member it removes could answer it itself, and as it applies
+// its own removal it answers "etcdserver: server stopped" for a removal that was committed.
+func (p *Pool) MemberRemove(ctx context.Context, via Member, id uint64) error {
+	c, err := p.conn(via)
+	if err != nil {
+		return err
+	}
+	return c.MemberRemove(ctx, id)
+}
+
 // localStatus asks the endpoint of a single-endpoint client about itself. clientv3's Status dials
 // a new connection for every call; this one reuses the client's own.
 func (c *Client) localStatus(ctx context.Context) (EndpointStatus, error) {

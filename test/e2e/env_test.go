@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -273,6 +274,26 @@ func (e *env) agentLogsContain(text string) bool {
 		e.t.Fatalf("agent log: %v", err)
 	}
 	return name != ""
+}
+
+// removalsAnsweredStopped counts the removals, in every agent's log, that a member answered with
+// "etcdserver: server stopped": what the member being removed answers when the removal reaches it
+// as it applies it. The leader never sends a removal there, so a leave test expects none.
+func (e *env) removalsAnsweredStopped() int {
+	e.t.Helper()
+	n := 0
+	for _, a := range e.agents {
+		data, err := os.ReadFile(a.LogFile())
+		if err != nil {
+			e.t.Fatalf("agent log: %v", err)
+		}
+		for line := range strings.Lines(string(data)) {
+			if strings.Contains(line, "etcd member remove") && strings.Contains(line, rpctypes.ErrStopped.Error()) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // agentWhoseLogHas returns the name of an agent whose log has the text, or "" if none has.

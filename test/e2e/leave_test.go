@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,6 +90,9 @@ func TestLeave(t *testing.T) {
 			t.Errorf("member %s was removed too", m.Name)
 		}
 	}
+	if n := e.removalsAnsweredStopped(); n != 0 {
+		t.Errorf("%d removals were answered %q: sent to the member they removed", n, rpctypes.ErrStopped.Error())
+	}
 }
 
 // TestLeaveOfLeadersOwnMember: the leading agent never removes its own member; it hands
@@ -109,6 +113,9 @@ func TestLeaveOfLeadersOwnMember(t *testing.T) {
 		t.Errorf("leadership stayed with %s", leader)
 	}
 	e.waitEvent(leader, corev1.EventTypeNormal, v1alpha1.ReasonHandingOver)
+	if n := e.removalsAnsweredStopped(); n != 0 {
+		t.Errorf("%d removals were answered %q: sent to the member they removed", n, rpctypes.ErrStopped.Error())
+	}
 }
 
 // TestHandOverIsPrompt: the Lease the leader releases for its own member's leave is taken at once
@@ -245,6 +252,9 @@ func TestLeaveWithTLS(t *testing.T) {
 		t.Fatalf("member still in etcd")
 	}
 	assertNoKeyMaterial(t, e)
+	if n := e.removalsAnsweredStopped(); n != 0 {
+		t.Errorf("%d removals were answered %q: sent to the member they removed", n, rpctypes.ErrStopped.Error())
+	}
 }
 
 // assertNoKeyMaterial checks that no private key, neither etcd's client key nor the agents' API

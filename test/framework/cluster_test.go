@@ -227,6 +227,28 @@ func TestRemovedMemberStopsWithoutError(t *testing.T) {
 	}
 }
 
+// TestStartUnlessRemovedAfterRemovalWhileDown: a member removed while it was down, then started
+// (what the chaos run's dead-member policy and its "heal etcd" step do), is reported removed
+// whatever status it exits with; a member stopped but not removed starts and serves.
+func TestStartUnlessRemovedAfterRemovalWhileDown(t *testing.T) {
+	t.Parallel()
+	c := framework.NewCluster(t, framework.ClusterConfig{Size: 3})
+	cli := c.Client(t)
+	removed, kept := c.Member("node-3"), c.Member("node-2")
+	removed.Stop(t)
+	framework.Eventually(t, 30*time.Second, retryEvery, "remove "+removed.Name, retried(func(ctx context.Context) error {
+		_, err := cli.MemberRemove(ctx, removed.ID())
+		return err
+	}))
+	if removed.StartUnlessRemoved(t) {
+		t.Errorf("%s serves after its removal", removed.Name)
+	}
+	kept.Stop(t)
+	if !kept.StartUnlessRemoved(t) {
+		t.Errorf("%s, stopped but never removed, was reported removed", kept.Name)
+	}
+}
+
 // TestClusterRunsChosenEtcd: every way a member starts (the first start, a restart, an added
 // learner, a re-join) runs the binary the cluster was configured with, so a test of etcd 3.5
 // cannot quietly run 3.6 on the members it adds later.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -235,12 +236,58 @@ func (m *Member) Start(t TB) {
 }
 
 // StartUnlessRemoved is Start for a member whose removal may race its start (a dead-member
-// policy may be removing it just then): a member etcd removed learns so from its peers and exits
-// without error, and StartUnlessRemoved then returns false. Any other exit fails the test.
+// policy may be removing it just then): a member etcd removed learns so from its peers and exits,
+// and StartUnlessRemoved then returns false. Its exit status does not tell: 0 when the removal
+// reached it serving, 1 when it reached it still starting ("listener failed: server is
+// stopping"). The evidence is removedMeanwhile's. Any other exit fails the test.
 func (m *Member) StartUnlessRemoved(t TB) (serving bool) {
 	t.Helper()
 	m.launch(t, m.c.etcd(t))
-	return !m.waitServingOrRemoved(t, m.c.majorityRunning(), true)
+	return !m.waitServingOrRemoved(t, m.c.majorityRunning(), m.removedMeanwhile)
+}
+
+// removedLog is what etcd (3.5 and 3.6) logs when it stops because the cluster removed it.
+const removedLog = "the member has been permanently removed from the cluster"
+
+// removedMeanwhile tells, once the member exited, whether it was removed from the cluster: its
+// log since this start says so, or a running member answers a member list without it.
+func (m *Member) removedMeanwhile() bool {
+	if m.proc.loggedSinceStart(removedLog) {
+		return true
+	}
+	id := m.ID()
+	if id == 0 {
+		return false
+	}
+	for _, o := range m.c.Members() {
+		if o == m || !o.proc.responsive() {
+			continue
+		}
+		if ids, err := o.memberIDs(); err == nil {
+			return !slices.Contains(ids, id)
+		}
+	}
+	return false
+}
+
+// memberIDs asks this member alone for the cluster's member list.
+func (m *Member) memberIDs() ([]uint64, error) {
+	cli, err := newClient([]string{m.ListenClientURL()}, m.c.tlsCfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = cli.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), attemptTimeout)
+	defer cancel()
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]uint64, 0, len(resp.Members))
+	for _, mem := range resp.Members {
+		ids = append(ids, mem.ID)
+	}
+	return ids, nil
 }
 
 // Restart stops the member with SIGTERM and starts it again.
@@ -356,12 +403,12 @@ func (m *Member) args() []string {
 // (and reports a leader if needLeader), and records the ID it reports.
 func (m *Member) waitServing(t TB, needLeader bool) {
 	t.Helper()
-	m.waitServingOrRemoved(t, needLeader, false)
+	m.waitServingOrRemoved(t, needLeader, nil)
 }
 
-// waitServingOrRemoved is waitServing that, when removedOK, also ends when the
-// member exits without error, as a removed one does, and reports that.
-func (m *Member) waitServingOrRemoved(t TB, needLeader, removedOK bool) (removed bool) {
+// waitServingOrRemoved is waitServing that also ends, and reports it, when the member exits and
+// removed (nil: never) says it was removed.
+func (m *Member) waitServingOrRemoved(t TB, needLeader bool, removed func() bool) bool {
 	t.Helper()
 	url := m.ListenClientURL()
 	cli, err := newClient([]string{url}, m.c.tlsCfg)
@@ -381,5 +428,5 @@ func (m *Member) waitServingOrRemoved(t TB, needLeader, removedOK bool) (removed
 		m.id = st.Header.MemberId
 		m.mu.Unlock()
 		return nil
-	}, removedOK)
+	}, removed)
 }

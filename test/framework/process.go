@@ -66,7 +66,7 @@ func (p *process) start(bin string, args ...string) error {
 	// The child gets its own descriptor; the parent's copy only writes the
 	// header that separates one run from the next.
 	defer func() { _ = log.Close() }()
-	if _, err := fmt.Fprintf(log, "=== %s starting: %s %s\n", time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " ")); err != nil {
+	if _, err := fmt.Fprintf(log, "%s%s starting: %s %s\n", startHeader, time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " ")); err != nil {
 		return fmt.Errorf("write log of %s: %w", p.name, err)
 	}
 
@@ -103,20 +103,35 @@ func (p *process) responsive() bool {
 	return p.done != nil && !isClosed(p.done) && !p.paused
 }
 
-// exitedCleanly reports why the last run ended, or nil while it is still
-// running, so that readiness waits can give up as soon as the process dies; and
-// whether it ended with exit code 0.
-func (p *process) exitedCleanly() (exit error, clean bool) {
+// exited reports why the last run ended, or nil while it is still running, so that readiness
+// waits can give up as soon as the process dies.
+func (p *process) exited() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
 	case p.done == nil || !isClosed(p.done):
-		return nil, false
+		return nil
 	case p.exitErr != nil:
-		return fmt.Errorf("%s exited: %w", p.name, p.exitErr), false
+		return fmt.Errorf("%s exited: %w", p.name, p.exitErr)
 	}
-	return fmt.Errorf("%s exited", p.name), true
+	return fmt.Errorf("%s exited", p.name)
 }
+
+// loggedSinceStart tells whether the process wrote s since its last start (after the header
+// start writes): an earlier run's words are no evidence about this one.
+func (p *process) loggedSinceStart(s string) bool {
+	data, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return false
+	}
+	if i := bytes.LastIndex(data, []byte("\n"+startHeader)); i >= 0 {
+		data = data[i+1:]
+	}
+	return bytes.Contains(data, []byte(s))
+}
+
+// startHeader begins the line start writes into the log before each run.
+const startHeader = "=== "
 
 // errNotRunning says a signal found the process gone: never started, stopped
 // before, or exited on its own (a removed etcd member does).
@@ -216,23 +231,23 @@ func (p *process) wait(timeout time.Duration) bool {
 // passes or the process exits first.
 func (p *process) waitReady(t TB, timeout time.Duration, what string, check func(context.Context) error) {
 	t.Helper()
-	p.waitReadyOrExit(t, timeout, what, check, false)
+	p.waitReadyOrExit(t, timeout, what, check, nil)
 }
 
-// waitReadyOrExit is waitReady that, when cleanExitOK, also ends at an exit with
-// code 0 and reports it: a removed etcd member exits so.
-func (p *process) waitReadyOrExit(t TB, timeout time.Duration, what string, check func(context.Context) error, cleanExitOK bool) (exited bool) {
+// waitReadyOrExit is waitReady that also ends, and reports it, at an exit that exitOK (nil: none)
+// accepts: a removed etcd member exits, with status 0 or 1 depending on how far its start got.
+func (p *process) waitReadyOrExit(t TB, timeout time.Duration, what string, check func(context.Context) error, exitOK func() bool) (exited bool) {
 	t.Helper()
 	err := Poll(timeout, pollInterval, PerAttempt(attemptTimeout, func(ctx context.Context) (bool, error) {
 		err := check(ctx)
 		if err == nil {
 			return true, nil
 		}
-		aerr, clean := p.exitedCleanly()
+		aerr := p.exited()
 		switch {
 		case aerr == nil:
 			return false, err
-		case clean && cleanExitOK:
+		case exitOK != nil && exitOK():
 			exited = true
 			return true, nil
 		}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -110,5 +111,45 @@ func reapedBeforeMarked(t *testing.T, p *process, cue string) {
 	}
 	if isClosed(p.done) {
 		t.Fatalf("%s marked exited while its lock was held", p.name)
+	}
+}
+
+// fatalRecorder is a TB whose Fatalf records instead of ending the test, for a wait that must fail.
+type fatalRecorder struct {
+	*testing.T
+	fatals []string
+}
+
+func (r *fatalRecorder) Fatalf(format string, args ...any) {
+	r.fatals = append(r.fatals, fmt.Sprintf(format, args...))
+}
+
+// TestRemovedExitOneIsToldFromAFailure replays the harness error that stopped chaos run 653118730
+// at scenario 174, without its race: etcd, started after the dead-member policy removed it, learns
+// of the removal while still starting and exits with status 1. The wait of StartUnlessRemoved
+// accepts that exit on the evidence of the log since this start, and only on it: the same exit
+// with nothing said, or said in an earlier run's log only, still fails the test.
+func TestRemovedExitOneIsToldFromAFailure(t *testing.T) {
+	t.Parallel()
+	removedLine := fmt.Sprintf(`echo '{"level":"warn","msg":"%s"}'; `, removedLog)
+	stopping := `echo '{"level":"fatal","msg":"listener failed","error":"server is stopping"}'; exit 1`
+	p := newProcess(t, "etcd-removed-while-starting", filepath.Join(t.TempDir(), "log"))
+	wait := func(script string) (exited bool, fatals []string) {
+		t.Helper()
+		if err := p.start("/bin/sh", "-c", script); err != nil {
+			t.Fatal(err)
+		}
+		rec := &fatalRecorder{T: t}
+		exited = p.waitReadyOrExit(rec, 10*time.Second, "not serving", func(context.Context) error {
+			return errors.New("not serving yet")
+		}, func() bool { return p.loggedSinceStart(removedLog) })
+		return exited, rec.fatals
+	}
+
+	if exited, fatals := wait(removedLine + stopping); !exited || len(fatals) > 0 {
+		t.Errorf("exit 1 after etcd logged its removal: exited %v, failures %q; want an accepted exit", exited, fatals)
+	}
+	if exited, fatals := wait(stopping); exited || len(fatals) != 1 || !strings.Contains(fatals[0], "exit status 1") {
+		t.Errorf("exit 1 with no removal logged since this start: exited %v, failures %q; want one failure naming exit status 1", exited, fatals)
 	}
 }

@@ -38,13 +38,19 @@ func (c *Cluster) MemberList(ctx context.Context) ([]etcd.Member, error) {
 	return out, nil
 }
 
-// MemberRemove removes member id under etcd's strict reconfiguration check: removing a voter must
-// leave at least a quorum of the remaining voters active, or etcd refuses with ErrUnhealthy.
-func (c *Cluster) MemberRemove(ctx context.Context, id uint64) error {
+// MemberRemove removes member id, asked of member via, under etcd's strict reconfiguration check:
+// removing a voter must leave at least a quorum of the remaining voters active, or etcd refuses
+// with ErrUnhealthy. via answers only as Probe finds it serving. A removal sent to the member it
+// removes is applied, answered ErrStopped as etcd's member would answer it while stopping, and
+// recorded for SentToTarget: the leader must never send one so.
+func (c *Cluster) MemberRemove(ctx context.Context, via etcd.Member, id uint64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	after, err := c.begin(ctx, OpMemberRemove, true)
 	if err != nil {
+		return err
+	}
+	if err := c.servingLocked(via); err != nil {
 		return err
 	}
 	m, ok := c.members[id]
@@ -72,7 +78,28 @@ func (c *Cluster) MemberRemove(ctx context.Context, id uint64) error {
 	if c.leader == id {
 		c.electLocked()
 	}
+	if via.ID == id {
+		c.sentToTarget = append(c.sentToTarget, id)
+		return rpctypes.ErrStopped
+	}
 	return c.end(ctx, OpMemberRemove, after)
+}
+
+// servingLocked is nil when m answers calls to the cluster on its client URLs, as Probe would
+// find it serving; otherwise the error a client would get there.
+func (c *Cluster) servingLocked(m etcd.Member) error {
+	mm, ok := c.members[m.ID]
+	switch {
+	case !ok || mm.Down:
+		return fmt.Errorf("%v: connection refused", m.ClientURLs)
+	case mm.CutFromAgent || mm.Frozen:
+		return fmt.Errorf("%v: %w", m.ClientURLs, context.DeadlineExceeded)
+	case mm.AnsweredBy != 0:
+		return fmt.Errorf("%v: answered by member %s", m.ClientURLs, etcd.IDString(mm.AnsweredBy))
+	case mm.NoLeader || !c.hearsLeaderLocked(m.ID):
+		return fmt.Errorf("%v: no leader: %w", m.ClientURLs, context.DeadlineExceeded)
+	}
+	return nil
 }
 
 // MemberPromote promotes a learner that is ready, as etcd does; otherwise ErrLearnerNotReady.

@@ -99,6 +99,8 @@ type Cluster struct {
 	// received counts, by observer and then peer, the raft messages observer received from peer:
 	// one per read of observer's metrics while peer is heard.
 	received map[uint64]map[uint64]float64
+	// sentToTarget are the members that were asked to remove themselves (MemberRemove).
+	sentToTarget []uint64
 }
 
 // When says whether a hook runs before a call is applied or after.
@@ -247,6 +249,13 @@ func (c *Cluster) Changes() []Change {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.changes)
+}
+
+// SentToTarget returns the members that MemberRemove asked to remove themselves, in order.
+func (c *Cluster) SentToTarget() []uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.sentToTarget)
 }
 
 // Calls returns how often op was called, faults included.
