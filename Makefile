@@ -72,8 +72,8 @@ demo: build $(DEMOBIN) $(BIN)/demo ## Run the local lab: 3 etcd members, kube-ap
 lab: build $(DEMOBIN) $(BIN)/demo ## Start the local lab and keep it running to type into (kubectl etcdmember, etcdctl) until Ctrl-C.
 	$(BIN)/demo -lab
 
-# The packages no test needs built for other platforms first. test/packaging checks the archives of
-# every platform, so it runs last; the darwin and windows builds of make dist (pure CPU, about 2
+# Every package but test/packaging, whose tests need no release archive. test/packaging checks the
+# archives of every platform, so it runs last; the darwin and windows builds of make dist (pure CPU, about 2
 # min each cold) and the code tools run beside the tests meanwhile, at the lowest CPU priority, in the
 # time the e2e and node scenarios spend waiting (docs/testing.md, "Where the time goes"). Each e2e
 # scenario runs its own test bed and mostly waits; 6 at a time keep 2 cores about half busy.
