@@ -94,9 +94,11 @@ func (r *MembershipReconciler) removalVia(target uint64, fresh []voter) (etcd.Me
 	if len(candidates) == 0 {
 		if p, ok := r.Probes(); ok {
 			for _, m := range p.List {
-				if h := p.Members[m.ID]; !m.IsLearner {
-					candidates = append(candidates, voter{Member: m, Healthy: h.Serving, Leader: h.Status.Leader, AnsweredBy: h.AnsweredBy})
+				if m.IsLearner {
+					continue
 				}
+				h := p.Members[m.ID]
+				candidates = append(candidates, voter{Member: m, Healthy: h.Serving, Leader: h.Status.Leader, AnsweredBy: h.AnsweredBy})
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"debug/macho"
 	"debug/pe"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -26,10 +27,11 @@ type region struct {
 // release target is 64-bit little-endian) in the binary's data that points at those bytes, so the
 // check looks for such a header.
 func stampsVersion(p release.Platform, data []byte, version string) (bool, error) {
-	regions, err := sections(p, data)
+	img, err := parseBinary(p, data)
 	if err != nil {
 		return false, err
 	}
+	regions := img.regions
 	want := uint64(len(version))
 	for _, r := range regions {
 		sec, err := r.data()
@@ -48,46 +50,68 @@ func stampsVersion(p release.Platform, data []byte, version string) (bool, error
 	return false, nil
 }
 
-// sections are the loaded sections of a binary that hold bytes in the file.
-func sections(p release.Platform, data []byte) ([]region, error) {
-	var regions []region
+// binaryFile is what the packaging tests read of a binary of any release platform: the names in its
+// symbol table (none once stripped: no table on Linux and Windows, only libSystem's dynamic
+// imports on macOS) and its loaded sections that hold bytes in the file.
+type binaryFile struct {
+	symbols []string
+	regions []region
+}
+
+func parseBinary(p release.Platform, data []byte) (binaryFile, error) {
+	var img binaryFile
 	switch p.OS {
 	case "linux":
 		f, err := elf.NewFile(bytes.NewReader(data))
 		if err != nil {
-			return nil, err
+			return img, err
+		}
+		syms, err := f.Symbols()
+		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+			return img, err
+		}
+		for _, s := range syms {
+			img.symbols = append(img.symbols, s.Name)
 		}
 		for _, s := range f.Sections {
 			if s.Type != elf.SHT_NOBITS && s.Flags&elf.SHF_ALLOC != 0 {
-				regions = append(regions, region{addr: s.Addr, size: s.Size, data: s.Data})
+				img.regions = append(img.regions, region{addr: s.Addr, size: s.Size, data: s.Data})
 			}
 		}
 	case "darwin":
 		f, err := macho.NewFile(bytes.NewReader(data))
 		if err != nil {
-			return nil, err
+			return img, err
+		}
+		if f.Symtab != nil {
+			for _, s := range f.Symtab.Syms {
+				img.symbols = append(img.symbols, s.Name)
+			}
 		}
 		for _, s := range f.Sections {
 			if s.Offset != 0 {
-				regions = append(regions, region{addr: s.Addr, size: s.Size, data: s.Data})
+				img.regions = append(img.regions, region{addr: s.Addr, size: s.Size, data: s.Data})
 			}
 		}
 	case "windows":
 		f, err := pe.NewFile(bytes.NewReader(data))
 		if err != nil {
-			return nil, err
+			return img, err
 		}
 		oh, ok := f.OptionalHeader.(*pe.OptionalHeader64)
 		if !ok {
-			return nil, fmt.Errorf("not a 64-bit PE")
+			return img, fmt.Errorf("not a 64-bit PE")
+		}
+		for _, s := range f.Symbols {
+			img.symbols = append(img.symbols, s.Name)
 		}
 		for _, s := range f.Sections {
-			regions = append(regions, region{addr: oh.ImageBase + uint64(s.VirtualAddress), size: uint64(s.Size), data: s.Data})
+			img.regions = append(img.regions, region{addr: oh.ImageBase + uint64(s.VirtualAddress), size: uint64(s.Size), data: s.Data})
 		}
 	default:
-		return nil, fmt.Errorf("unknown os %s", p.OS)
+		return img, fmt.Errorf("unknown os %s", p.OS)
 	}
-	return regions, nil
+	return img, nil
 }
 
 func read(regions []region, addr, n uint64) ([]byte, error) {

@@ -1,12 +1,6 @@
 package packaging
 
 import (
-	"bytes"
-	"debug/elf"
-	"debug/macho"
-	"debug/pe"
-	"errors"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -50,47 +44,15 @@ func checkSize(t *testing.T, path string) {
 	}
 }
 
-// ourSymbols are the names in a binary's symbol table that belong to this module. A stripped
-// binary has none: no table at all on Linux and Windows, and on macOS only the dynamic imports
-// of libSystem.
+// ourSymbols are the names in a binary's symbol table that belong to this module: none once
+// stripped.
 func ourSymbols(p release.Platform, data []byte) ([]string, error) {
-	var names []string
-	switch p.OS {
-	case "linux":
-		f, err := elf.NewFile(bytes.NewReader(data))
-		if err != nil {
-			return nil, err
-		}
-		syms, err := f.Symbols()
-		if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-			return nil, err
-		}
-		for _, s := range syms {
-			names = append(names, s.Name)
-		}
-	case "darwin":
-		f, err := macho.NewFile(bytes.NewReader(data))
-		if err != nil {
-			return nil, err
-		}
-		if f.Symtab != nil {
-			for _, s := range f.Symtab.Syms {
-				names = append(names, s.Name)
-			}
-		}
-	case "windows":
-		f, err := pe.NewFile(bytes.NewReader(data))
-		if err != nil {
-			return nil, err
-		}
-		for _, s := range f.Symbols {
-			names = append(names, s.Name)
-		}
-	default:
-		return nil, fmt.Errorf("unknown os %s", p.OS)
+	img, err := parseBinary(p, data)
+	if err != nil {
+		return nil, err
 	}
 	var ours []string
-	for _, name := range names {
+	for _, name := range img.symbols {
 		if strings.Contains(name, modulePath) {
 			ours = append(ours, name)
 		}

@@ -50,8 +50,8 @@ func (c *Cluster) MemberRemove(ctx context.Context, via etcd.Member, id uint64) 
 	if err != nil {
 		return err
 	}
-	if err := c.servingLocked(via); err != nil {
-		return err
+	if h := c.probeLocked(via); !h.Serving {
+		return h.Err
 	}
 	m, ok := c.members[id]
 	if !ok {
@@ -83,23 +83,6 @@ func (c *Cluster) MemberRemove(ctx context.Context, via etcd.Member, id uint64) 
 		return rpctypes.ErrStopped
 	}
 	return c.end(ctx, OpMemberRemove, after)
-}
-
-// servingLocked is nil when m answers calls to the cluster on its client URLs, as Probe would
-// find it serving; otherwise the error a client would get there.
-func (c *Cluster) servingLocked(m etcd.Member) error {
-	mm, ok := c.members[m.ID]
-	switch {
-	case !ok || mm.Down:
-		return fmt.Errorf("%v: connection refused", m.ClientURLs)
-	case mm.CutFromAgent || mm.Frozen:
-		return fmt.Errorf("%v: %w", m.ClientURLs, context.DeadlineExceeded)
-	case mm.AnsweredBy != 0:
-		return fmt.Errorf("%v: answered by member %s", m.ClientURLs, etcd.IDString(mm.AnsweredBy))
-	case mm.NoLeader || !c.hearsLeaderLocked(m.ID):
-		return fmt.Errorf("%v: no leader: %w", m.ClientURLs, context.DeadlineExceeded)
-	}
-	return nil
 }
 
 // MemberPromote promotes a learner that is ready, as etcd does; otherwise ErrLearnerNotReady.
@@ -166,11 +149,15 @@ func (c *Cluster) Alarms(ctx context.Context) (map[uint64][]string, error) {
 func (c *Cluster) Probe(ctx context.Context, m etcd.Member, _ time.Duration) etcd.Health {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h := etcd.Health{At: time.Now()}
 	if err := ctx.Err(); err != nil {
-		h.Err = err
-		return h
+		return etcd.Health{At: time.Now(), Err: err}
 	}
+	return c.probeLocked(m)
+}
+
+// probeLocked is Probe's answer, under c.mu: MemberRemove's via answers exactly when it serves.
+func (c *Cluster) probeLocked(m etcd.Member) etcd.Health {
+	h := etcd.Health{At: time.Now()}
 	mm, ok := c.members[m.ID]
 	switch {
 	case !ok || mm.Down:
