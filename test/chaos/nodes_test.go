@@ -362,28 +362,38 @@ func (r *run) renewNode(i int) (string, error) {
 }
 
 // resolveNodeDeletions settles each deletion of the scenario whose answer was lost: a Node still
-// there and not deleting was never deleted, so nothing was asked.
+// there and not deleting lostWriteLands after every fault was healed was never deleted, so nothing
+// was asked. A deletion held up by a frozen member lands only once the member is resumed; judged
+// at once, it would count as never sent while the node controller still acts on it.
 func (r *run) resolveNodeDeletions() {
 	r.t.Helper()
 	r.mu.Lock()
-	leaves := slices.Clone(r.leaves)
+	leaves, lostSettle := slices.Clone(r.leaves), r.healedAt.Add(lostWriteLands)
 	r.mu.Unlock()
 	for _, l := range leaves {
 		if l.nodeUID == "" || !l.uncertain {
 			continue
 		}
-		var node *corev1.Node
+		landed := false
 		err := framework.Poll(settleBound, pollEvery, retried(func(ctx context.Context) error {
-			var err error
-			node, err = r.w.node(ctx, l.name)
-			return err
+			read := time.Now()
+			node, err := r.w.node(ctx, l.name)
+			switch {
+			case err != nil:
+				return err
+			case node == nil || node.UID != l.nodeUID || node.DeletionTimestamp != nil:
+				landed = true
+			case read.Before(lostSettle):
+				return fmt.Errorf("Node %s is not deleting, and its deletion may still land until %s", l.name, lostSettle.Sub(r.start).Truncate(100*time.Millisecond))
+			}
+			return nil
 		}))
 		if err != nil {
 			r.violate("resolve "+l.name, "reading Node %s to learn whether its deletion landed: %v", l.name, err)
 			continue
 		}
 		r.mu.Lock()
-		if node != nil && node.UID == l.nodeUID && node.DeletionTimestamp == nil {
+		if !landed {
 			l.outcome = outcomeNotSent
 			r.c.outcomes[outcomeNotSent]++
 			r.pending &^= 1 << l.member

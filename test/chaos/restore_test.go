@@ -102,6 +102,9 @@ func (r *run) healAll() {
 	if len(healed) > 0 {
 		r.logf("  healed %s", strings.Join(healed, ", "))
 	}
+	r.mu.Lock()
+	r.healedAt = time.Now()
+	r.mu.Unlock()
 }
 
 // policyQuiet waits, after the injector brought back a member that was down long enough for
@@ -154,19 +157,21 @@ func (r *run) settleLeaves() {
 	start := time.Now()
 	var settled []*leaveRec
 	err := r.await(settleBound, func(ctx context.Context) error {
+		read := time.Now()
 		list, objs, err := r.snapshot(ctx)
 		if err != nil {
 			return err
 		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
+		lostSettled := read.Sub(r.healedAt) >= lostWriteLands
 		var unsettled []error
 		for _, l := range r.leaves {
 			if l.outcome != "" {
 				continue
 			}
 			obj := objs[l.name]
-			out, ok := outcome(l, obj, list)
+			out, ok := outcome(l, obj, list, lostSettled)
 			if !ok {
 				unsettled = append(unsettled, fmt.Errorf("%s: %s; Left went %v", l, describe(obj), l.reasons))
 				continue
@@ -195,7 +200,10 @@ func (r *run) settleLeaves() {
 	r.logf("  leaves settled in %s: %s", time.Since(start).Round(100*time.Millisecond), strings.Join(outs, ", "))
 }
 
-func outcome(l *leaveRec, obj *v1alpha1.EtcdMember, list memberSample) (string, bool) {
+// outcome tells the outcome leave l has settled on, from its object and a member list read after
+// every fault was healed. lostSettled: the list was read lostWriteLands or more after the heal,
+// so a patch whose answer was lost and that shows nowhere never landed.
+func outcome(l *leaveRec, obj *v1alpha1.EtcdMember, list memberSample, lostSettled bool) (string, bool) {
 	if l.rejoined {
 		// The re-join step waited for Left=True/Removed before wiping the node.
 		return outcomeRejoined, true
@@ -210,8 +218,7 @@ func outcome(l *leaveRec, obj *v1alpha1.EtcdMember, list memberSample) (string, 
 		return outcomeRemoved, true
 	case listed && l.cancelled && left == nil && !obj.Spec.Leave:
 		return outcomeCancelled, true
-	case listed && l.uncertain && left == nil && !obj.Spec.Leave:
-		// The patch whose answer was lost never landed.
+	case listed && l.uncertain && lostSettled && left == nil && !obj.Spec.Leave:
 		return outcomeNotSent, true
 	case listed && obj.Spec.Leave && left != nil && list.voters() == 1 &&
 		(left.Reason == v1alpha1.ReasonLastVoter || left.Reason == v1alpha1.ReasonNoOtherAgent):

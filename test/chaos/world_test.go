@@ -33,6 +33,12 @@ const (
 	crashBound = 60 * time.Second
 	// agentReadyBound is how long an agent restarted on a serving member may take to register.
 	agentReadyBound = 45 * time.Second
+	// lostWriteLands is how long after every fault is healed a write whose answer was lost may
+	// still land: a frozen member reads the apiserver's request only once it is resumed, and etcd
+	// then waits for it to apply for its request timeout (5 s and two election timeouts, 7 s at
+	// the etcd defaults the framework keeps), plus 3 s for the member to catch up first. Until
+	// then, a request seen not to have landed is not judged as never sent.
+	lostWriteLands = 10 * time.Second
 )
 
 // clientQPS lifts client-go's default of 5 requests per second: the monitor alone reads the
