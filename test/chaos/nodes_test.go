@@ -378,12 +378,11 @@ func (r *run) resolveNodeDeletions() {
 		err := framework.Poll(settleBound, pollEvery, retried(func(ctx context.Context) error {
 			read := time.Now()
 			node, err := r.w.node(ctx, l.name)
-			switch {
-			case err != nil:
+			if err != nil {
 				return err
-			case node == nil || node.UID != l.nodeUID || node.DeletionTimestamp != nil:
-				landed = true
-			case read.Before(lostSettle):
+			}
+			var decided bool
+			if landed, decided = deletionLanded(node, l.nodeUID, read, lostSettle); !decided {
 				return fmt.Errorf("Node %s is not deleting, and its deletion may still land until %s", l.name, lostSettle.Sub(r.start).Truncate(100*time.Millisecond))
 			}
 			return nil
@@ -402,6 +401,19 @@ func (r *run) resolveNodeDeletions() {
 		l.uncertain = false
 		r.mu.Unlock()
 	}
+}
+
+// deletionLanded judges a deletion of the Node with uid whose answer was lost, from a read of the
+// Node (nil: not found) that started at read: decided is false while the deletion may still land,
+// before lostSettle.
+func deletionLanded(node *corev1.Node, uid types.UID, read, lostSettle time.Time) (landed, decided bool) {
+	switch {
+	case node == nil || node.UID != uid || node.DeletionTimestamp != nil:
+		return true, true
+	case read.Before(lostSettle):
+		return false, false
+	}
+	return false, true
 }
 
 // restoreNodes brings every member's Node back for the baseline: a Node deleted this scenario is

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -471,4 +473,46 @@ func (r *run) converge() {
 		return
 	}
 	r.logf("  baseline back in %s", time.Since(start).Round(100*time.Millisecond))
+}
+
+// TestLostWriteIsNeverSentOnlyOnceItCannotLand: a leave patch or a Node deletion whose answer was
+// lost, and that shows nowhere, counts as never sent only from reads that started lostWriteLands
+// after the heal; a sign that it landed counts at once. Seed 75306139 stopped at scenario 91 on a
+// deletion judged at the heal that landed just after it.
+func TestLostWriteIsNeverSentOnlyOnceItCannotLand(t *testing.T) {
+	const id = 0x2a
+	l := &leaveRec{id: id, idHex: "2a", uncertain: true}
+	obj := &v1alpha1.EtcdMember{Status: v1alpha1.EtcdMemberStatus{MemberID: "2a"}}
+	listed := memberSample{members: []*etcdserverpb.Member{{ID: id}}}
+	if out, ok := outcome(l, obj, listed, false); ok {
+		t.Errorf("a patch that may still land: settled on %q", out)
+	}
+	if out, ok := outcome(l, obj, listed, true); !ok || out != outcomeNotSent {
+		t.Errorf("a patch that can no longer land: %q %v, want %q", out, ok, outcomeNotSent)
+	}
+
+	healed := time.Date(2026, 12, 4, 23, 0, 0, 0, time.UTC)
+	settle := healed.Add(lostWriteLands)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-4", UID: "old"}}
+	deleting := node.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{Time: healed}
+	replaced := node.DeepCopy()
+	replaced.UID = "new"
+	for _, c := range []struct {
+		name            string
+		node            *corev1.Node
+		read            time.Time
+		landed, decided bool
+	}{
+		{"there, read at the heal", node, healed, false, false},
+		{"there, read once it cannot land", node, settle, false, true},
+		{"deleting, read at the heal", deleting, healed, true, true},
+		{"gone, read at the heal", nil, healed, true, true},
+		{"registered again, read at the heal", replaced, healed, true, true},
+	} {
+		landed, decided := deletionLanded(c.node, "old", c.read, settle)
+		if landed != c.landed || decided != c.decided {
+			t.Errorf("%s: landed %v decided %v, want %v %v", c.name, landed, decided, c.landed, c.decided)
+		}
+	}
 }
