@@ -375,7 +375,7 @@ func (r *run) resolveNodeDeletions() {
 			continue
 		}
 		landed := false
-		err := framework.Poll(settleBound, pollEvery, retried(func(ctx context.Context) error {
+		err := r.await(settleBound, func(ctx context.Context) error {
 			read := time.Now()
 			node, err := r.w.node(ctx, l.name)
 			if err != nil {
@@ -386,7 +386,7 @@ func (r *run) resolveNodeDeletions() {
 				return fmt.Errorf("Node %s is not deleting, and its deletion may still land until %s", l.name, lostSettle.Sub(r.start).Truncate(100*time.Millisecond))
 			}
 			return nil
-		}))
+		})
 		if err != nil {
 			r.violate("resolve "+l.name, "reading Node %s to learn whether its deletion landed: %v", l.name, err)
 			continue

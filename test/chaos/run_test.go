@@ -147,8 +147,9 @@ type run struct {
 	// lateUp is when a member down long enough for the dead-member policy to ask for it last came
 	// back: restore waits for a read of the objects that shows what the policy decided meanwhile.
 	lateUp time.Time
-	// healedAt is when restore last healed every fault; a write whose answer was lost is judged
-	// by what shows lostWriteLands after it.
+	// healedAt is when restore last resumed the frozen members and healed the network (healAll;
+	// a killed member keeps no request unread, so starting one later does not move it): a write
+	// whose answer was lost is judged by what shows lostWriteLands after it.
 	healedAt time.Time
 	// former maps the member IDs of re-joined nodes to their node.
 	former map[uint64]int
