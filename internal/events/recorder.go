@@ -20,12 +20,15 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
 // ReportingController names etcdmember in the Events it writes.
 const ReportingController = "etcdmember.io/agent"
 
-const writeTimeout = 5 * time.Second
+// writeTimeout is the status writes' own (status.APITimeout): the Event of a change must ride out
+// the same slow control plane as the status that records it.
+const writeTimeout = status.APITimeout
 
 // Recorder writes Events.
 type Recorder struct {
