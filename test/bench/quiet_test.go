@@ -11,10 +11,13 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdmember/kubectl-etcdmember/internal/agent"
 )
 
 // benchProduction runs agents at their production defaults: a quiet minute first, while the
 // cluster is steady, then failovers, then hand-overs with the other agents frozen, then the
+// longest stall of the apiserver's etcd the leader rides out (on a test bed of its own), then the
 // detection of killed members, then one node down for outageWindow. Each is a part that -run can
 // select alone.
 func benchProduction(t *testing.T, r *results) {
@@ -24,6 +27,12 @@ func benchProduction(t *testing.T, r *results) {
 		r.failover[productionTimingsName] = e.failovers(runsFromEnv(e.t, failoverRunsEnv, failoverRuns))
 	})
 	e.part(t, "stall", func() { r.stall = e.stalls(stallRuns) })
+	e.part(t, "ridesout", func() {
+		// The stalls need the apiserver's links to etcd behind fault proxies: a test bed of its own.
+		f := newEnvWith(e.t, envOptions{size: 3, faultProxies: true}, productionTimings...)
+		r.ridesOut, r.ridesOutLost = f.rideOut(agent.DefaultOptions().LeaseDuration)
+		r.ridesOutMeasured = true
+	})
 	e.part(t, "detection", func() { r.detection = e.detections(detectionRuns) })
 	e.part(t, "outage", func() { r.outage = e.outage(outageWindowFromEnv(e.t)) })
 }

@@ -40,6 +40,11 @@ type results struct {
 	leaveRemoveErrors float64
 	failover          map[string][]failoverSample
 	stall             []stallSample
+	// ridesOut is the longest stall of every apiserver-to-etcd link the production defaults rode
+	// out, and the first that ended the term (0: none up to a lease duration); ridesOutMeasured
+	// says the part ran.
+	ridesOut, ridesOutLost time.Duration
+	ridesOutMeasured       bool
 	// detection is from a member's SIGKILL to its Healthy=False seen by a watch.
 	detection []time.Duration
 	// outage is one member's node down for outageWindow.
@@ -93,7 +98,7 @@ func (r *report) finish(t *testing.T) {
 }
 
 func (r *report) complete() bool {
-	return len(r.leaveGone) > 0 && len(r.delayedGone) > 0 && len(r.failover) == 2 && len(r.stall) > 0 && r.quiet != nil && len(r.resync) > 0 &&
+	return len(r.leaveGone) > 0 && len(r.delayedGone) > 0 && len(r.failover) == 2 && len(r.stall) > 0 && r.ridesOutMeasured && r.quiet != nil && len(r.resync) > 0 &&
 		len(r.detection) > 0 && r.outage != nil && len(r.pluginList) > 0 && len(r.frozenList) > 0 &&
 		len(r.nodeDelete) > 0 && r.manyNodes != nil && len(r.ownNode) > 0 && len(r.leaderLeave) > 0
 }
@@ -173,9 +178,25 @@ func (r *report) rows() []row {
 				gone = append(gone, s.gone)
 			}
 			st := summarize(inUnit(gone, time.Second))
+			// The production goal moved from 10 s to 20 s with the defaults that ride out a slow
+			// control plane (issue #48); the tests' timings keep the old one.
+			goal := 10.0
+			if timings == productionTimingsName {
+				goal = 20
+			}
 			rows = append(rows, distRow("Failover, "+timings+": leading agent SIGKILLed → pending leave done (s)", st).
-				withGoal("max ≤ 10 s", st.max <= 10, "max "+num(st.max)+" s"))
+				withGoal(fmt.Sprintf("max ≤ %s s", num(goal)), st.max <= goal, "max "+num(st.max)+" s"))
 		}
+	}
+	if r.ridesOutMeasured {
+		lost := "none up to a lease duration"
+		if r.ridesOutLost > 0 {
+			lost = num(r.ridesOutLost.Seconds()) + " s"
+		}
+		rows = append(rows, valueRow("Stall of every apiserver-to-etcd link ridden out by the "+productionTimingsName+
+			", in steps of "+rideOutStep.String()+" from "+rideOutGoal.String()+": longest with the Lease kept (s); the next ended the term: "+lost,
+			r.ridesOut.Seconds()).
+			withGoal(fmt.Sprintf("≥ %s s", num(rideOutGoal.Seconds())), r.ridesOut >= rideOutGoal, num(r.ridesOut.Seconds())+" s"))
 	}
 	rows = append(rows, r.leaderLeaveRows()...)
 	rows = append(rows, r.stallRows()...)
@@ -629,6 +650,12 @@ are left out below 10 samples.
   from the patch). Then the others are continued (SIGCONT) and the clock runs until the member is
   gone from the member list (1 ms poll): the leader's next hand-over, with back-off, and another
   agent's removal. The member is re-added between runs.
+- **Stall ridden out**: on a test bed of its own (three members whose apiserver reaches etcd
+  through fault proxies), at the production defaults, every apiserver-to-etcd link is stalled
+  (bytes held, nothing lost; they flow once healed) for 7 s, then a second longer each time, up to
+  a lease duration. After each stall and 5 s more, the leadership counts as kept when the Lease has
+  the same holder and transition count and no agent logged the end of a term. The row is the
+  longest stall kept; it names the first that was not.
 - **Quiet**: agents at the production defaults (` + "`{production}`" + `). Counters are read before and after the window:
   the apiserver's ` + "`/metrics`" + `, every agent's ` + "`/metrics`" + `, every etcd member's ` + "`/metrics`" + ` on its
   client URL, and ` + "`/proc/<pid>/stat`" + ` (utime+stime) and ` + "`/proc/<pid>/status`" + ` (VmRSS, at the end) of each

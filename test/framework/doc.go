@@ -27,7 +27,9 @@
 // the MemberUpdate to the test or to the product under test.
 //
 // StartAgent runs "bin/failpoints/kubectl-etcdmember serve" (AgentBinary, "make build") for a
-// member, with TestAgentArgs' short timings, and waits until it has registered the member.
+// member, with TestAgentArgs' short timings, and waits until it is ready: its member recorded in
+// an object, its own or one the leader discovered first (which keeps its discovered label for
+// good). Agent.WaitOwnObject waits for its own.
 //
 // # Network faults
 //
@@ -54,7 +56,9 @@
 //   - APIServer.EtcdLink(t, m) is the apiserver's --etcd-servers entry for m: cutting a member's
 //     client URL leaves the apiserver alone.
 //
-// A Blackhole drops bytes and keeps the connections open, so calls time out rather than fail.
+// A Blackhole drops bytes and keeps the connections open, so calls time out rather than fail. A
+// Stall holds the bytes instead, and lets them all through in order when healed: calls neither
+// fail nor complete meanwhile, as through a control plane that answers slowly but answers.
 // etcd 3.6 does not notice a peer stream going silent: client/pkg's NewTimeoutTransport sets the
 // read timeout rafthttp asks for on http.Transport.Dial, which the DialContext it also sets
 // overrides. etcd_network_active_peers therefore stays at 1 across a peer blackhole; raft does

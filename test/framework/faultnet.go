@@ -236,6 +236,8 @@ type faultProxy struct {
 	// lived through one may be corrupt, so every connection of the proxy is reset when the half
 	// heals (which ones lost bytes is not tracked).
 	dropped [2]bool
+	// stalled records the halves paused since their last heal.
+	stalled [2]bool
 }
 
 // carry splices c, whose bytes start with what src yields, into the proxy.
@@ -265,6 +267,22 @@ func (p *faultProxy) blackhole(h half) {
 	}
 }
 
+// stall pauses h once: the proxy's PauseTx and PauseRx replace the channel its copies wait on, so
+// a second pause would strand every copy waiting on the first.
+func (p *faultProxy) stall(h half) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stalled[h] {
+		return
+	}
+	p.stalled[h] = true
+	if h == tx {
+		p.srv.PauseTx()
+	} else {
+		p.srv.PauseRx()
+	}
+}
+
 // delay sets the latency of h; latency <= 0 removes it, which the proxy's own DelayTx and DelayRx
 // would ignore.
 func (p *faultProxy) delay(h half, latency, jitter time.Duration) {
@@ -291,6 +309,7 @@ func (p *faultProxy) heal(h half) {
 	p.mu.Lock()
 	lossy := p.dropped[h]
 	p.dropped[h] = false
+	p.stalled[h] = false
 	p.mu.Unlock()
 	n := 0
 	if lossy {
@@ -299,9 +318,11 @@ func (p *faultProxy) heal(h half) {
 	if h == tx {
 		p.srv.UnblackholeTx()
 		p.srv.UndelayTx()
+		p.srv.UnpauseTx()
 	} else {
 		p.srv.UnblackholeRx()
 		p.srv.UndelayRx()
+		p.srv.UnpauseRx()
 	}
 	if lossy {
 		n += p.conns.reset()

@@ -73,6 +73,15 @@ func (l *Link) Blackhole(dir Direction) {
 	}
 }
 
+// Stall holds the bytes going dir, the connections open, until Heal: nothing is lost, calls
+// neither fail nor complete meanwhile, and every one sent before or during the stall goes on in
+// order once healed, as through a control plane that answers slowly but answers.
+func (l *Link) Stall(dir Direction) {
+	for _, h := range dir.halves() {
+		l.p.stall(h)
+	}
+}
+
 // Delay holds every chunk of bytes going dir for latency before passing it on; 0 removes the
 // delay. etcd's proxy draws the latency once, per direction, from latency ± jitter (a jitter
 // above latency counts as latency/10); it does not vary from chunk to chunk.

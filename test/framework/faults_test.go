@@ -21,7 +21,7 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
-// The fault self-tests show every kind of fault (Blackhole, Delay, and on a client link each
+// The fault self-tests show every kind of fault (Blackhole, Delay, Stall, and on a client link each
 // Direction) taking effect on every kind of link and every heal undoing it, each against an effect
 // that etcd, the apiserver or the agent reports itself, so that a later test cannot pass because a
 // fault was silently never applied. PeerLink faults are also shown to stay on their own direction,
@@ -241,7 +241,7 @@ func TestFaultPeerIngressTLS(t *testing.T) {
 	waitHears(t, hc, leader, f)
 }
 
-// TestFaultClientLink cuts and delays a member's advertised client URL, in each direction: calls
+// TestFaultClientLink cuts, delays and stalls a member's advertised client URL, in each direction: calls
 // through it fail or slow down while its real URL serves on; healed, it works again. A FaultProxies member refuses
 // MoveTo, whose new address its links could not follow.
 func TestFaultClientLink(t *testing.T) {
@@ -289,6 +289,40 @@ func TestFaultClientLink(t *testing.T) {
 						}
 						return time.Since(start) < 100*time.Millisecond, nil
 					})
+			}
+
+			// A stall holds a call without failing it, in either direction, and the call lands once
+			// healed: a write sent into the stall is in etcd afterwards.
+			for _, dir := range []framework.Direction{framework.ToMember, framework.FromMember} {
+				link.Stall(dir)
+				key := "stalled-" + strconv.Itoa(int(dir))
+				done := make(chan error, 1)
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					defer cancel()
+					_, err := through.Put(ctx, key, "landed")
+					done <- err
+				}()
+				select {
+				case err := <-done:
+					t.Fatalf("a put through the link stalled %s returned within 2s (%v), want it held", dir, err)
+				case <-time.After(2 * time.Second):
+				}
+				link.Heal()
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Fatalf("the put held by the stall %s failed once healed: %v", dir, err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("the put held by the stall %s did not complete within 10s of the heal", dir)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				resp, err := direct.Get(ctx, key)
+				cancel()
+				if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "landed" {
+					t.Fatalf("after the stall %s, %s on the listen URL: %v, %v", dir, key, resp, err)
+				}
 			}
 
 			if msg := fails(m.MoveTo); !strings.Contains(msg, "not supported in a FaultProxies cluster") {
