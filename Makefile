@@ -72,16 +72,24 @@ demo: build $(DEMOBIN) $(BIN)/demo ## Run the local lab: 3 etcd members, kube-ap
 lab: build $(DEMOBIN) $(BIN)/demo ## Start the local lab and keep it running to type into (kubectl etcdmember, etcdctl) until Ctrl-C.
 	$(BIN)/demo -lab
 
-# Every package but test/packaging, whose tests need no release archive. test/packaging checks the
-# archives of every platform, so it runs last; the darwin and windows builds of make dist (pure CPU, about 2
-# min each cold) and the code tools run beside the tests meanwhile, at the lowest CPU priority, in the
-# time the e2e and node scenarios spend waiting (docs/testing.md, "Where the time goes"). Each e2e
-# scenario runs its own test bed and mostly waits; 6 at a time keep 2 cores about half busy.
-# Scenarios that time how fast something happens run alone (test/e2e/env_test.go).
-EARLY_PACKAGES = $(shell $(GO) list ./... | grep -v /test/packaging)
-# Named through a variable so that `make -n test` prints this recipe instead of running it (make
-# runs a recipe line that names $(MAKE) directly even under -n).
-BESIDE_TESTS = nice -n 19 $(MAKE) --no-print-directory dist $(TOOLS)
+# What runs beside what (docs/testing.md, "What runs beside what"). The tests assert how fast
+# etcdmember reacts, so a verdict must not depend on what else the machine does: every build, the
+# cross-builds of make dist and the code tools included, ends before the first test; the test
+# binaries are compiled before any runs (TEST_BUILD); then each tier runs on its own:
+#  - the packages without real processes and the self-tests of the test bed, `go test`'s
+#    default of one package per core;
+#  - test/e2e alone, its scenarios scenariosPerCore per core (test/e2e/env_test.go);
+#  - test/node alone: three kubelets, their containerds and etcd members fill two cores;
+#  - test/packaging, which reads every platform's archive, last.
+E2E_PACKAGE := ./test/e2e
+NODE_PACKAGE := ./test/node
+PACKAGING_PACKAGE := ./test/packaging
+OTHER_PACKAGES = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/node -e /test/packaging)
+# Each package that runs etcd members appends the slowest request they logged here (go test shows
+# a passing package's own output only with -v); make test prints the file after the tests.
+export ETCDMEMBER_SLOWEST_LOG := $(BIN)/logs/slowest-etcd-requests.txt
+# Compiling every test binary warms the build cache, so that go test only links each one before it runs.
+TEST_BUILD = $(GOTEST) -count=1 -run '^$$' -exec /bin/true ./...
 
 # What only the tests import (the Prometheus operator's types, ...) is downloaded here, quietly,
 # rather than by go test in the middle of its output.
@@ -90,14 +98,14 @@ $(BIN)/.test-modules: go.mod go.sum
 	@touch $@
 
 .PHONY: test
-test: build testbin nodebin krew image $(BIN)/.test-modules ## Run every test: unit, integration (test/framework), e2e, the node tier and packaging, a short fuzz run, then make verify.
-	@mkdir -p $(BIN)/logs; set -m; ( $(BESIDE_TESTS) >$(BIN)/logs/beside-tests.log 2>&1 ) & beside=$$!; set +m; \
-	trap 'kill -- -$$beside 2>/dev/null' EXIT; \
-	echo "running the tests; make dist and the code tools build beside them (bin/logs/beside-tests.log)"; \
-	$(GOTEST) -count=1 -timeout 20m -parallel 6 $(EARLY_PACKAGES) || exit $$?; \
-	wait $$beside || { echo "make dist or the code tools failed:"; tail -n 40 $(BIN)/logs/beside-tests.log; exit 1; }; \
-	trap - EXIT
-	$(GOTEST) -count=1 -timeout 10m ./test/packaging/
+test: build testbin nodebin krew image dist $(TOOLS) $(BIN)/.test-modules ## Run every test: unit, integration (test/framework), e2e, the node tier and packaging, a short fuzz run, then make verify.
+	@$(STEP) test-binaries 'the test binaries of every package (cold: about 2 min; seconds after)' -- $(TEST_BUILD)
+	@rm -f $(ETCDMEMBER_SLOWEST_LOG)
+	$(GOTEST) -count=1 -timeout 15m $(OTHER_PACKAGES)
+	$(GOTEST) -count=1 -timeout 20m $(E2E_PACKAGE)
+	$(GOTEST) -count=1 -timeout 20m $(NODE_PACKAGE)
+	@cat $(ETCDMEMBER_SLOWEST_LOG)
+	$(GOTEST) -count=1 -timeout 10m $(PACKAGING_PACKAGE)
 	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory verify
 

@@ -24,6 +24,8 @@ import (
 
 	"github.com/go-logr/logr"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 // The run's shape. Four voters tolerate one member down, like three, but also make the case the
@@ -62,7 +64,9 @@ var policyArgs = []string{"--remove-unreachable-after=" + policyAfter.String(), 
 // logger it prints a warning with a stack trace instead.
 func TestMain(m *testing.M) {
 	logf.SetLogger(logr.Discard())
-	os.Exit(m.Run())
+	code := m.Run()
+	framework.ReportSlowestEtcdRequest("test/chaos")
+	os.Exit(code)
 }
 
 // config is what the environment asks of a run.

@@ -120,7 +120,9 @@ func TestDeleteNodeOfOperatorBoundMember(t *testing.T) {
 	e := newNodeEnv(t, envConfig{size: 3, agents: []string{"node-1", "node-2"}})
 	target := e.cluster.Member("node-3")
 	id := target.ID()
-	e.waitFor(target.Name, "discovered and Joined", joined)
+	e.waitFor(target.Name, "discovered and Joined", func(m *v1alpha1.EtcdMember) bool {
+		return joined(m) && m.Labels[v1alpha1.LabelDiscovered] == "true"
+	})
 	e.registerNode(target.Name)
 	e.bindNode(target.Name, target.Name)
 	e.waitNodeHeld(target.Name, true)

@@ -134,6 +134,8 @@ func TestPluginNodesList(t *testing.T) {
 // down, which prune-stale never prunes.
 func TestPluginNodesPruneStale(t *testing.T) {
 	t.Parallel()
+	// newEnv waits until every agent has registered its own object: list notes a discovered one
+	// "discovered", and prune-stale prunes it as registered by nobody, whatever its Node.
 	e := newEnv(t, envConfig{size: 3})
 	healthyWithLeader(e)
 	operator := e.operatorKubeconfig()

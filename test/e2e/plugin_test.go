@@ -89,6 +89,9 @@ func (e *env) etcdFlags() []string {
 	return []string{"--etcd-endpoints", strings.Join(e.cluster.Endpoints(), ",")}
 }
 
+// healthyWithLeader waits until every member is Healthy=True and the objects mark etcd's leader as
+// the leader, and no other member: list's ROLE column reads every object's mark, and one left
+// from before a change of etcd's leader would show two leaders.
 func healthyWithLeader(e *env) {
 	e.t.Helper()
 	for _, m := range e.cluster.Members() {
@@ -97,9 +100,12 @@ func healthyWithLeader(e *env) {
 		})
 	}
 	leader := e.cluster.Leader(e.t).Name
-	e.waitFor(leader, "recorded as etcd's leader", func(m *v1alpha1.EtcdMember) bool {
-		return m.Status.Health != nil && m.Status.Health.Leader
-	})
+	for _, m := range e.cluster.Members() {
+		isLeader := m.Name == leader
+		e.waitFor(m.Name, fmt.Sprintf("recorded with leader=%t (etcd's leader is %s)", isLeader, leader), func(o *v1alpha1.EtcdMember) bool {
+			return o.Status.Health != nil && o.Status.Health.Leader == isLeader
+		})
+	}
 }
 
 // TestPluginList: `kubectl etcdmember list` through the real kubectl, from the objects alone and

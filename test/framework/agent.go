@@ -50,7 +50,7 @@ type Agent struct {
 	link *Link
 }
 
-// StartAgent starts the agent of member m against api and waits until it has registered m.
+// StartAgent starts the agent of member m against api and waits until it is ready (WaitReady).
 // The agent reads m's current client URL at every start, so it follows MoveTo. In a FaultProxies
 // cluster it reaches m through a link of its own instead (EtcdLink).
 func StartAgent(t TB, m *Member, api *APIServer, args ...string) *Agent {
@@ -148,21 +148,23 @@ func (a *Agent) launch(t TB) {
 	}
 }
 
-// Start starts the agent (again) and waits until /readyz says its member is registered.
+// Start starts the agent (again) and waits until it is ready (WaitReady).
 func (a *Agent) Start(t TB) {
 	t.Helper()
 	a.launch(t)
 	a.WaitReady(t)
 }
 
-// StartUnready starts the agent without waiting for it to register, for agents whose member is
-// gone or not started yet.
+// StartUnready starts the agent without waiting for it to be ready: for agents whose member is
+// gone or not started yet, and for agents started together, each waited for afterwards.
 func (a *Agent) StartUnready(t TB) {
 	t.Helper()
 	a.launch(t)
 }
 
-// WaitReady waits until the agent's /readyz answers 200.
+// WaitReady waits until the agent's /readyz answers 200: its last sync found its member in etcd
+// and recorded in an object, whether the agent created that object or the leader did
+// (WaitOwnObject tells them apart).
 func (a *Agent) WaitReady(t TB) {
 	t.Helper()
 	url := "http://" + a.health + "/readyz"
@@ -171,8 +173,7 @@ func (a *Agent) WaitReady(t TB) {
 	})
 }
 
-// ReadyzOK tells whether an agent's readiness URL answers 200 within timeout: it has registered
-// its member.
+// ReadyzOK tells whether an agent's readiness URL answers 200 within timeout (see WaitReady).
 func ReadyzOK(url string, timeout time.Duration) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

@@ -3,6 +3,7 @@ package framework_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +13,13 @@ import (
 
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
+
+// TestMain reports the slowest etcd request of the self-tests' members once they have run.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	framework.ReportSlowestEtcdRequest("test/framework")
+	os.Exit(code)
+}
 
 // The waits of these tests retry every retryEvery, each attempt within attemptTimeout.
 const (

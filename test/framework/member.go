@@ -64,7 +64,11 @@ func (c *Cluster) newMember(t TB, name string) *Member {
 	if err := os.MkdirAll(m.dir, 0o700); err != nil {
 		t.Fatalf("member directory: %v", err)
 	}
-	m.proc = newProcess(c.owner, "etcd "+name, filepath.Join(m.dir, "etcd.log"))
+	logPath := filepath.Join(m.dir, "etcd.log")
+	// Registered before the process's own cleanup, so that it reads the log once the member is
+	// gone, and before the directory's removal, registered earlier still.
+	c.owner.Cleanup(func() { noteSlowRequests(c.owner.Name(), name, logPath) })
+	m.proc = newProcess(c.owner, "etcd "+name, logPath)
 	m.assignAddress(t)
 	if c.faults != nil {
 		c.faults.addMember(t, m)

@@ -50,7 +50,9 @@ func RunInNodeNamespace(m interface{ Run() int }) int {
 			fmt.Fprintf(os.Stderr, "node tier namespace: %v\n", err)
 			return 1
 		}
-		return m.Run()
+		code := m.Run()
+		ReportSlowestEtcdRequest("test/node")
+		return code
 	}
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "the node tier runs kubelets and containerd: it needs root (make test runs as root in CI)")
