@@ -194,6 +194,18 @@ func (n *KubeletNode) ManifestDir() string { return filepath.Join(n.dir, "manife
 // PodLogDir is where the kubelet writes its containers' logs (podLogsDir).
 func (n *KubeletNode) PodLogDir() string { return filepath.Join(n.dir, "pod-logs") }
 
+// ContainerLog is where the kubelet keeps the log of pod's container as it ran after restarts
+// restarts: <podLogsDir>/<namespace>_<pod>_<uid>/<container>/<restarts>.log, under a static pod's
+// own UID rather than its mirror pod's. The kubelet keeps the last dead container's log beside the
+// running one's, and removes older ones as it collects their containers.
+func (n *KubeletNode) ContainerLog(pod *corev1.Pod, container string, restarts int32) string {
+	uid := string(pod.UID)
+	if static := pod.Annotations[corev1.MirrorPodAnnotationKey]; static != "" {
+		uid = static
+	}
+	return filepath.Join(n.PodLogDir(), pod.Namespace+"_"+pod.Name+"_"+uid, container, fmt.Sprintf("%d.log", restarts))
+}
+
 // KubeletLog is the kubelet's own log.
 func (n *KubeletNode) KubeletLog() string { return n.kubelet.logPath }
 

@@ -61,7 +61,7 @@ func (tr *tier) waitUnready(want string) string {
 		return strings.Contains(why, want), nil
 	})
 	if err != nil {
-		tr.t.Fatalf("the agent's readiness never failed naming %q (last: %s)\n%s", want, last, tr.agentLog())
+		tr.t.Fatalf("the agent's readiness never failed naming %q (last: %s)", want, last)
 	}
 	return last
 }
@@ -110,14 +110,17 @@ func TestBadInputSaysWhyAndRecovers(t *testing.T) {
 	tr.agentPod("Ready once the certificate is back", podReady)
 
 	// Unreadable: root without capabilities cannot read a 0000 file; the agent refuses to start and
-	// says which file, and starts once it can read it.
-	tr.api.MustKubectl(t, "delete", "daemonset", "-n", "kube-system", "etcdmember-agent", "--wait=true", "--timeout=60s")
+	// says which file, and starts once it can read it. It exits each time by design: the restarts
+	// are counted once it runs.
+	const unreadable = "the agent exits on its unreadable etcd client key until the test makes it readable"
+	tr.deleteDaemonSet()
 	if err := os.Chmod(key, 0); err != nil {
 		t.Fatal(err)
 	}
+	tr.expectRestarts(-1, unreadable)
 	tr.applyDaemonSet(tr.node.AgentImage)
 	pod = tr.agentPod("crash-looping on the unreadable key", func(p *corev1.Pod) bool { return restarts(p) >= 1 })
-	if log := tr.agentLog(); !strings.Contains(log, key) || !strings.Contains(log, "permission denied") {
+	if log := tr.agentLogs(logTail); !strings.Contains(log, key) || !strings.Contains(log, "permission denied") {
 		t.Errorf("the agent's log does not name %s as unreadable:\n%s", key, log)
 	}
 	if podReady(pod) {
@@ -128,8 +131,14 @@ func TestBadInputSaysWhyAndRecovers(t *testing.T) {
 	}
 	framework.Eventually(t, recovery, pollEvery, "the agent pod Ready once the key is readable", func(ctx context.Context) (bool, error) {
 		pods, err := tr.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: agentLabel})
-		return err == nil && len(pods.Items) == 1 && podReady(&pods.Items[0]), nil
+		if err != nil || len(pods.Items) != 1 || !podReady(&pods.Items[0]) {
+			return false, err
+		}
+		pod = &pods.Items[0]
+		return true, nil
 	})
+	// From here on, frozen etcd or apiserver included, the agent keeps running.
+	tr.expectRestarts(restarts(pod), unreadable)
 
 	// The local etcd frozen: the agent keeps running (liveness is its own), its readiness names
 	// etcd, and it is ready again once etcd answers.

@@ -451,6 +451,7 @@ func (b *podBench) handOff() {
 	tr := b.tr
 	pod := tr.agentPod("Ready", podReady)
 	before := restarts(pod)
+	tr.expectRestarts(before+1, "handOff SIGTERMs the leading pod agent once, so that a host agent takes the Lease")
 	pid := tr.node.ContainerPID(tr.t, pod.Status.ContainerStatuses[0].ContainerID)
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		tr.t.Fatalf("SIGTERM %d: %v", pid, err)

@@ -41,21 +41,42 @@ func TestMain(m *testing.M) {
 }
 
 // tier is one test's cluster: three etcd members on the tier's addresses, the control plane, the
-// kubelet node of node-1, and config/default applied as the README says.
+// kubelet nodes, and config/default applied as the README says.
 type tier struct {
-	t      *testing.T
-	nc     *framework.NodeCluster
-	api    *framework.APIServer
+	t   *testing.T
+	nc  *framework.NodeCluster
+	api *framework.APIServer
+	// node is node-1's kubelet node, where most tests run their one agent pod; nodes are every
+	// kubelet node, node first.
 	node   *framework.KubeletNode
+	nodes  []*framework.KubeletNode
 	cs     kubernetes.Interface
 	client client.Client
+	watch  agentWatch
 }
 
+// newTier starts the tier with node-1 the one kubelet node.
 func newTier(t *testing.T) *tier {
 	t.Helper()
-	nc := framework.StartNodeCluster(t, 3)
+	return startTier(t, 1)
+}
+
+// startTier starts the tier with the first kubelets members' nodes as kubelet nodes: node-1's in
+// the tier's own namespaces, each other one in namespaces of its own with its etcd member inside.
+// Every agent pod is watched until the test ends (watchAgents).
+func startTier(t *testing.T, kubelets int) *tier {
+	t.Helper()
+	var apart []string
+	for i := 2; i <= kubelets; i++ {
+		apart = append(apart, fmt.Sprintf("node-%d", i))
+	}
+	nc := framework.StartNodeCluster(t, 3, apart...)
 	tr := &tier{t: t, nc: nc, api: nc.API, cs: nc.API.Clientset(), client: nc.API.ObjectClient(t, 50)}
-	tr.node = nc.StartKubeletNode(t, nc.Cluster.Member("node-1"))
+	for _, m := range nc.Cluster.Members()[:kubelets] {
+		tr.nodes = append(tr.nodes, nc.StartKubeletNode(t, m))
+	}
+	tr.node = tr.nodes[0]
+	tr.watchAgents()
 	tr.api.InstallEtcdmember(t)
 	return tr
 }
@@ -89,6 +110,34 @@ func (tr *tier) applyDaemonSet(image string) time.Time {
 	return applied
 }
 
+// deleteDaemonSet deletes the DaemonSet and waits until none of its pods is left: kubectl's
+// --wait waits for the DaemonSet alone, and its pod, still terminating, would keep the node's
+// health and metrics ports from the next agent.
+func (tr *tier) deleteDaemonSet() {
+	tr.t.Helper()
+	tr.api.MustKubectl(tr.t, "delete", "daemonset", "-n", "kube-system", "etcdmember-agent", "--wait=true", "--timeout=60s")
+	tr.noAgentPods("no agent pod left after the DaemonSet's deletion")
+}
+
+// noAgentPods waits until no agent pod exists.
+func (tr *tier) noAgentPods(what string) {
+	tr.t.Helper()
+	framework.Eventually(tr.t, settle, pollEvery, what, func(ctx context.Context) (bool, error) {
+		pods, err := tr.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: agentLabel})
+		if err != nil {
+			return false, err
+		}
+		var left []string
+		for i := range pods.Items {
+			left = append(left, describePod(&pods.Items[i]))
+		}
+		if len(left) > 0 {
+			return false, fmt.Errorf("left: %v", left)
+		}
+		return true, nil
+	})
+}
+
 // agentPod waits for the one agent pod on the kubelet node that satisfies ok, and returns it.
 func (tr *tier) agentPod(what string, ok func(*corev1.Pod) bool) *corev1.Pod {
 	tr.t.Helper()
@@ -112,7 +161,7 @@ func (tr *tier) agentPod(what string, ok func(*corev1.Pod) bool) *corev1.Pod {
 		return false, nil
 	})
 	if err != nil {
-		tr.t.Fatalf("no agent pod on %s is %s within %s: %v (last: %s)\n%s", tr.node.Name, what, settle, err, last, tr.agentLog())
+		tr.t.Fatalf("no agent pod on %s is %s within %s: %v (last: %s)", tr.node.Name, what, settle, err, last)
 	}
 	return found
 }
@@ -146,23 +195,6 @@ func restarts(p *corev1.Pod) int32 {
 		n += c.RestartCount
 	}
 	return n
-}
-
-// agentLog is what the agent containers on the node wrote, from the kubelet's podLogsDir.
-func (tr *tier) agentLog() string {
-	var b strings.Builder
-	_ = filepath.Walk(tr.node.PodLogDir(), func(path string, info os.FileInfo, err error) error {
-		if err == nil && !info.IsDir() && strings.Contains(path, "etcdmember-agent") {
-			data, _ := os.ReadFile(path)
-			lines := strings.Split(string(data), "\n")
-			if len(lines) > 60 {
-				lines = lines[len(lines)-60:]
-			}
-			fmt.Fprintf(&b, "--- %s\n%s\n", path, strings.Join(lines, "\n"))
-		}
-		return nil
-	})
-	return b.String()
 }
 
 // member waits for the EtcdMember name to satisfy ok and returns it.

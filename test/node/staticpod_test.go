@@ -2,8 +2,10 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,9 +25,18 @@ const agentKubeconfig = "/etc/etcdmember/kubeconfig"
 // system-node-critical's priority.
 func TestStaticPod(t *testing.T) {
 	tr := newTier(t)
-	tr.applyDaemonSet(tr.node.AgentImage)
-	tr.agentPod("Ready", podReady)
-	tr.api.MustKubectl(t, "delete", "daemonset", "-n", "kube-system", "etcdmember-agent", "--wait=true", "--timeout=60s")
+	tr.installLeading()
+	var daemonSetTerm string
+	framework.Eventually(t, callTimeout, pollEvery, "reading the leader Lease", framework.Succeeds(func(ctx context.Context) error {
+		var err error
+		daemonSetTerm, err = tr.leaseHolder(ctx)
+		return err
+	}))
+	tr.deleteDaemonSet()
+	// The DaemonSet's agent bound node-1's object to this very Node: unbound, only the static
+	// pod's own registration can bind it again.
+	tr.api.MustKubectl(t, "patch", "etcdmembers.etcdmember.io", "node-1", "--subresource=status", "--type=json",
+		"-p", `[{"op":"remove","path":"/status/nodeName"}]`)
 
 	_, kubeconfig := tr.api.User(t, "etcdmember-agent", "etcdmember:agents")
 	data, err := os.ReadFile(kubeconfig)
@@ -60,15 +71,21 @@ func TestStaticPod(t *testing.T) {
 	if pod.Spec.Priority == nil || *pod.Spec.Priority != 2000001000 {
 		t.Errorf("mirror pod priority %v, want 2000001000 (system-node-critical)", pod.Spec.Priority)
 	}
-	if n := restarts(pod); n != 0 {
-		t.Errorf("the static pod restarted %d times", n)
-	}
 	tr.member("node-1", "bound to the Node by the static pod", func(m *v1alpha1.EtcdMember) bool {
 		return status.IsTrue(m, v1alpha1.ConditionJoined) && m.Status.NodeName == tr.node.Name
 	})
-	if leader := tr.api.LeaderAgent(t); leader != tr.podIdentity() {
-		t.Fatalf("the leader is %s, not the static pod", leader)
-	}
+	// The static pod campaigns under the DaemonSet pod's name (its member's ID): only the Lease's
+	// random suffix tells its term from one the DaemonSet's agent left behind.
+	framework.Eventually(t, settle, pollEvery, "the static pod holding the leader Lease", func(ctx context.Context) (bool, error) {
+		holder, err := tr.leaseHolder(ctx)
+		if err != nil {
+			return false, err
+		}
+		if name, _, _ := strings.Cut(holder, "_"); name != tr.podIdentity() || holder == daemonSetTerm {
+			return false, fmt.Errorf("held by %q; the DaemonSet's agent held it as %q", holder, daemonSetTerm)
+		}
+		return true, nil
+	})
 	tr.discovered("node-3")
 	tr.leave("node-3")
 	tr.assertMembers("node-1", "node-2")
