@@ -4,8 +4,6 @@ package bench
 
 import (
 	"context"
-	"os"
-	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -76,16 +74,16 @@ func (e *env) leaderLease() *coordinationv1.Lease {
 	return lease
 }
 
-// agentLogCount counts the lines of every agent's log that have the text.
+// agentLogCount counts the occurrences of text in every agent's log.
 func (e *env) agentLogCount(text string) int {
 	e.t.Helper()
 	n := 0
 	for _, a := range e.agents {
-		data, err := os.ReadFile(a.LogFile())
+		c, err := a.LogCount(text)
 		if err != nil {
-			e.t.Fatalf("agent log: %v", err)
+			e.t.Fatal(err)
 		}
-		n += strings.Count(string(data), text)
+		n += c
 	}
 	return n
 }

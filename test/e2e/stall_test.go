@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -162,16 +160,16 @@ func (e *env) lease() *coordinationv1.Lease {
 	return lease
 }
 
-// logCount counts the lines of every agent's log that have the text.
+// logCount counts the occurrences of text in every agent's log.
 func (e *env) logCount(text string) int {
 	e.t.Helper()
 	n := 0
 	for _, a := range e.agents {
-		data, err := os.ReadFile(a.LogFile())
+		c, err := a.LogCount(text)
 		if err != nil {
-			e.t.Fatalf("agent log: %v", err)
+			e.t.Fatal(err)
 		}
-		n += strings.Count(string(data), text)
+		n += c
 	}
 	return n
 }

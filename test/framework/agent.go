@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -257,6 +258,15 @@ func (a *Agent) Running() bool { return a.proc.running() }
 
 // LogFile is the agent's log, kept across restarts.
 func (a *Agent) LogFile() string { return a.proc.logPath }
+
+// LogCount counts the occurrences of text in the agent's log, across its restarts.
+func (a *Agent) LogCount(text string) (int, error) {
+	data, err := os.ReadFile(a.LogFile())
+	if err != nil {
+		return 0, fmt.Errorf("reading the log of agent %s: %w", a.Name, err)
+	}
+	return strings.Count(string(data), text), nil
+}
 
 // MetricsAddr is the host:port the agent serves its metrics on (over HTTPS when started with
 // --metrics-secure).
