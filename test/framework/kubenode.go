@@ -75,10 +75,13 @@ func StartNodeCluster(t TB, members int, apart ...string) *NodeCluster {
 	nc.installEtcdPKI(t)
 
 	_, kcm := api.User(t, "system:kube-controller-manager")
+	// Its flex-volume prober creates its directory when missing, by default under the host's /usr,
+	// which the tier does not overlay: it goes under the test's directory instead.
 	nc.start(t, "kube-controller-manager",
 		"--kubeconfig="+kcm, "--authentication-kubeconfig="+kcm, "--authorization-kubeconfig="+kcm,
 		"--root-ca-file="+api.CAFile(), "--service-account-private-key-file="+api.saKey,
-		"--use-service-account-credentials", "--leader-elect=false", "--bind-address=127.0.0.1")
+		"--use-service-account-credentials", "--leader-elect=false", "--bind-address=127.0.0.1",
+		"--flex-volume-plugin-dir="+filepath.Join(nc.dir, "flexvolume"))
 	_, scheduler := api.User(t, "system:kube-scheduler")
 	nc.start(t, "kube-scheduler", "--kubeconfig="+scheduler, "--authentication-kubeconfig="+scheduler,
 		"--authorization-kubeconfig="+scheduler, "--leader-elect=false", "--bind-address=127.0.0.1")

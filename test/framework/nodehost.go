@@ -41,10 +41,12 @@ var kernelTunables = []string{
 
 // kubeletHostPaths are written by a kubelet, containerd or the CNI plugins where no flag moves
 // them. The tier's mount namespace overlays /etc, /var and /run, so none may appear on the host.
+// /usr is not overlaid: the flex-volume directory that a kubelet and kube-controller-manager
+// create by default is there, and the tier moves both; it is watched in case a default slips back.
 var kubeletHostPaths = []string{
 	"/etc/kubernetes", "/etc/cni", "/etc/containerd", "/opt/cni",
 	"/var/lib/kubelet", "/var/lib/cni", "/var/lib/containerd", "/var/log/containers", "/var/log/pods",
-	"/run/containerd", "/run/netns", "/run/etcdmember-node",
+	"/run/containerd", "/run/netns", "/run/etcdmember-node", "/usr/libexec/kubernetes",
 }
 
 // HostState is what the node tier may change on the host, as read before a run.
