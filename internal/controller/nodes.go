@@ -132,6 +132,9 @@ func (r *NodeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		if wait := r.Hold - r.now().Sub(node.DeletionTimestamp.Time); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
+		if pending, err = r.stillPending(ctx, pending); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if err := r.setFinalizer(ctx, node, false); err != nil {
 		return ctrl.Result{}, err
@@ -205,6 +208,28 @@ func (r *NodeReconciler) askToLeave(ctx context.Context, node *metav1.PartialObj
 		}
 	}
 	return pending, cancelled, nil
+}
+
+// stillPending reads the objects again and returns those whose leave is still pending, as they are
+// now. The hold can run out inside the reconcile that asked for the leave: asking, and its Event,
+// ride out a slow control plane for seconds (7 s once in a make test run), and meanwhile the
+// leader may have answered, or the member left. The release must tell what is, not what was.
+func (r *NodeReconciler) stillPending(ctx context.Context, objects []*v1alpha1.EtcdMember) ([]*v1alpha1.EtcdMember, error) {
+	var pending []*v1alpha1.EtcdMember
+	for _, m := range objects {
+		rctx, cancel := context.WithTimeout(ctx, status.APITimeout)
+		cur := &v1alpha1.EtcdMember{}
+		err := r.APIReader.Get(rctx, types.NamespacedName{Name: m.Name}, cur)
+		cancel()
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("reading %s before releasing its Node: %w", m.Name, err)
+		case cur.LeavePending():
+			pending = append(pending, cur)
+		}
+	}
+	return pending, nil
 }
 
 // requestLeave asks the member of the object name to leave for the Node's deletion, deciding again

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
@@ -260,6 +261,69 @@ func TestDeletedNodeReleasedAfterHold(t *testing.T) {
 	}
 	if m := w.get("node-2"); !m.LeavePending() {
 		t.Errorf("the leave is no longer pending: %+v", m.Status.Conditions)
+	}
+}
+
+// slowEvents stands for a control plane slow to take an Event: while the first Event of reason is
+// written, during runs, as the rest of the world goes on meanwhile.
+type slowEvents struct {
+	client.Client
+	reason string
+	during func()
+}
+
+func (s *slowEvents) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if ev, ok := obj.(*eventsv1.Event); ok && ev.Reason == s.reason && s.during != nil {
+		during := s.during
+		s.during = nil
+		during()
+	}
+	return s.Client.Create(ctx, obj, opts...)
+}
+
+// TestDeletedNodeReleasedWhileAsking: the hold can run out inside the reconcile that asks for the
+// leave, while its NodeDeleted Event waits on a slow control plane (7 s in a make test run of
+// issue #48), and the leader refuses the leave meanwhile. The release tells the leader's answer,
+// read at the release, not the object as it was before the request.
+func TestDeletedNodeReleasedWhileAsking(t *testing.T) {
+	w := newNodeWorld(t, true)
+	w.etcd.Set(3, func(m *etcdfake.Member) { m.Down = true })
+	w.deleteNode("node-2")
+	deleted := w.clock.Now()
+	w.nr.Events = &events.Recorder{Namespace: "kube-system", Client: &slowEvents{Client: w.api, reason: v1alpha1.ReasonNodeDeleted,
+		during: func() {
+			w.mustReconcile("node-2")
+			w.clock.SetTime(deleted.Add(6 * time.Minute))
+		}}}
+	w.reconcileNode("node-2")
+	w.expect("node-2", v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk, "with node-3 down")
+	if w.node("node-2") != nil {
+		t.Fatal("still held after the hold ran out")
+	}
+	evs := w.eventsOf("node-2", v1alpha1.ReasonNodeReleasedLeavePending)
+	if len(evs) != 1 || !strings.Contains(evs[0].Note, "would leave 1 healthy voter of 2") {
+		t.Fatalf("NodeReleasedLeavePending does not tell the leader's answer: %+v", evs)
+	}
+}
+
+// TestDeletedNodeLeftWhileAsking: a member that left while its Node's reconcile was asking is not
+// reported as pending when the Node goes.
+func TestDeletedNodeLeftWhileAsking(t *testing.T) {
+	w := newNodeWorld(t, true)
+	w.deleteNode("node-2")
+	deleted := w.clock.Now()
+	w.nr.Events = &events.Recorder{Namespace: "kube-system", Client: &slowEvents{Client: w.api, reason: v1alpha1.ReasonNodeDeleted,
+		during: func() {
+			w.mustReconcile("node-2")
+			w.clock.SetTime(deleted.Add(6 * time.Minute))
+		}}}
+	w.reconcileNode("node-2")
+	w.expect("node-2", v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved, "the leave the Node asked for")
+	if w.node("node-2") != nil {
+		t.Fatal("the Node is still there after its member left")
+	}
+	if n := len(w.eventsOf("node-2", v1alpha1.ReasonNodeReleasedLeavePending)); n != 0 {
+		t.Errorf("%d NodeReleasedLeavePending Events for a member that left", n)
 	}
 }
 
