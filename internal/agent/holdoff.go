@@ -1,6 +1,7 @@
 // Hold-off and Lease observation: an agent whose own member has a pending leave could not act on
-// it as leader, so it stays out of the election (or withdraws from a campaign) while another agent
-// can take the Lease, and watches the Lease from outside to learn when nobody will.
+// it as leader, nor one whose member has left etcd, so it stays out of the election (or withdraws
+// from a campaign) while another agent can take the Lease, and watches the Lease from outside to
+// learn when nobody will.
 
 package agent
 
@@ -20,7 +21,8 @@ import (
 )
 
 // holdOff returns when this agent may campaign: at once, unless its own member has a pending
-// leave; then when that leave is no longer pending (deliberate false), or when the Lease has been
+// leave or has left etcd (staysOut); then when that no longer holds (deliberate false), or when
+// the Lease has been
 // free (released, missing, or unrenewed for a lease duration) for a further whole lease duration
 // (deliberate true). Any other live agent takes a free Lease within 1 to 2.2 retry periods
 // (client-go's jittered retry), so a Lease free that long means nobody else is campaigning.
@@ -40,7 +42,7 @@ func (l *leadership) holdOff(ctx context.Context) (deliberate bool) {
 		l.resetNoTaker()
 		return false
 	}
-	log.Info("Own member has a pending leave; staying out of the election while another agent can take the Lease",
+	log.Info("Own member has a pending leave or has left etcd; staying out of the election while another agent can take the Lease",
 		"memberID", etcd.IDString(l.registrar.LocalMemberID()), "leaseDuration", l.opts.LeaseDuration)
 	free := leaseVacancy{self: l.identity, leaseDuration: l.opts.LeaseDuration}
 	tick := time.NewTicker(l.opts.RetryPeriod)
@@ -64,7 +66,7 @@ func (l *leadership) holdOff(ctx context.Context) (deliberate bool) {
 			case <-l.own.changed:
 			}
 			if !l.stayOut(ctx, steppedDown) {
-				log.Info("Own member no longer has a pending leave; campaigning")
+				log.Info("Own member no longer has a pending leave nor has left etcd; campaigning")
 				l.resetNoTaker()
 				return false
 			}
@@ -72,8 +74,8 @@ func (l *leadership) holdOff(ctx context.Context) (deliberate bool) {
 	}
 }
 
-// stayOut: the local member has a pending leave, or, until the cache has synced, the last term
-// stepped down for one.
+// stayOut: the local member has a pending leave or has left etcd, or, until the cache has synced,
+// the last term stepped down for a leave.
 func (l *leadership) stayOut(ctx context.Context, steppedDown bool) bool {
 	pending, known := l.own.pending(ctx)
 	return pending || (!known && steppedDown)

@@ -4,6 +4,10 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 )
 
 func TestLeaseVacancy(t *testing.T) {
@@ -85,5 +89,40 @@ func TestWithdraw(t *testing.T) {
 	l, stepDowns = newTestLeadership(time.Now())
 	if l.endTerm(live, onlyWhileCampaigning) || *stepDowns != 0 {
 		t.Error("a leading term was withdrawn; its controller must hand over instead")
+	}
+}
+
+// TestStaysOut: an agent stays out of the election while its member's leave is pending and once
+// its member is out of etcd, for whatever reason; a refused leave keeps it out too, and a member
+// in etcd with no leave, or no object yet, does not.
+func TestStaysOut(t *testing.T) {
+	object := func(leave bool, conds ...metav1.Condition) *v1alpha1.EtcdMember {
+		m := &v1alpha1.EtcdMember{Spec: v1alpha1.EtcdMemberSpec{Leave: leave}}
+		m.Status.Conditions = conds
+		return m
+	}
+	joined := func(s metav1.ConditionStatus, reason string) metav1.Condition {
+		return metav1.Condition{Type: v1alpha1.ConditionJoined, Status: s, Reason: reason}
+	}
+	left := func(s metav1.ConditionStatus, reason string) metav1.Condition {
+		return metav1.Condition{Type: v1alpha1.ConditionLeft, Status: s, Reason: reason}
+	}
+	for _, c := range []struct {
+		name string
+		own  *v1alpha1.EtcdMember
+		want bool
+	}{
+		{"no object yet", nil, false},
+		{"in etcd, no leave", object(false, joined(metav1.ConditionTrue, v1alpha1.ReasonInMemberList)), false},
+		{"leave pending", object(true, joined(metav1.ConditionTrue, v1alpha1.ReasonInMemberList)), true},
+		{"leave refused", object(true, joined(metav1.ConditionTrue, v1alpha1.ReasonInMemberList), left(metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk)), true},
+		{"removed on request", object(true, joined(metav1.ConditionFalse, v1alpha1.ReasonRemoved), left(metav1.ConditionTrue, v1alpha1.ReasonRemoved)), true},
+		{"evicted", object(false, joined(metav1.ConditionFalse, v1alpha1.ReasonEvicted)), true},
+		{"removed by someone else", object(false, joined(metav1.ConditionFalse, v1alpha1.ReasonNotFound)), true},
+		{"re-joined under its name", object(false, joined(metav1.ConditionTrue, v1alpha1.ReasonRejoined), left(metav1.ConditionTrue, v1alpha1.ReasonRemoved)), false},
+	} {
+		if got := staysOut(c.own); got != c.want {
+			t.Errorf("%s: staysOut %v, want %v", c.name, got, c.want)
+		}
 	}
 }

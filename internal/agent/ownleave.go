@@ -66,9 +66,8 @@ func startOwnLeave(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme
 	return o, nil
 }
 
-// pending reports whether an object records the local member with spec.leave and without
-// Left=True, the same test the leader's controller applies before it hands over; known is false
-// until the cache has synced and the local member ID is known.
+// pending reports whether the local member's object keeps this agent out of the election
+// (staysOut); known is false until the cache has synced and the local member ID is known.
 func (o *ownLeave) pending(ctx context.Context) (pending, known bool) {
 	id := o.localID()
 	if id == 0 || !o.synced() {
@@ -81,6 +80,16 @@ func (o *ownLeave) pending(ctx context.Context) (pending, known bool) {
 		logf.FromContext(ctx).Error(err, "Listing cached EtcdMembers failed")
 		return false, false
 	}
-	own := list.FindByMemberID(etcd.IDString(id))
-	return own != nil && own.LeavePending(), true
+	return staysOut(list.FindByMemberID(etcd.IDString(id))), true
+}
+
+// staysOut tells whether the object of the local member keeps its agent out of the election: a
+// leave pending (spec.leave without Left=True, the test the leader's controller applies before
+// it hands over), or its member recorded out of etcd (its leave done, or evicted). An agent
+// cannot lead from a member that is gone; its registrar notices only when a sync fails, seconds
+// later, and until then it would win a free Lease and hold it idle: in a make test run of issue
+// #48 the agent of a member removed a moment earlier took the Lease the leader released, and kept
+// it for 10 s.
+func staysOut(own *v1alpha1.EtcdMember) bool {
+	return own != nil && (own.LeavePending() || own.RecordedGone())
 }
