@@ -281,6 +281,17 @@ func (s *slowEvents) Create(ctx context.Context, obj client.Object, opts ...clie
 	return s.Client.Create(ctx, obj, opts...)
 }
 
+// slowNodeDeletedEvent makes the next NodeDeleted Event slow: while it is written, the leader
+// reconciles name's leave and the hold (5m) runs out.
+func (w *nodeWorld) slowNodeDeletedEvent(name string) {
+	deleted := w.clock.Now()
+	w.nr.Events = &events.Recorder{Namespace: "kube-system", Client: &slowEvents{Client: w.api, reason: v1alpha1.ReasonNodeDeleted,
+		during: func() {
+			w.mustReconcile(name)
+			w.clock.SetTime(deleted.Add(6 * time.Minute))
+		}}}
+}
+
 // TestDeletedNodeReleasedWhileAsking: the hold can run out inside the reconcile that asks for the
 // leave, while its NodeDeleted Event waits on a slow control plane (7 s in a make test run of
 // issue #48), and the leader refuses the leave meanwhile. The release tells the leader's answer,
@@ -289,12 +300,7 @@ func TestDeletedNodeReleasedWhileAsking(t *testing.T) {
 	w := newNodeWorld(t, true)
 	w.etcd.Set(3, func(m *etcdfake.Member) { m.Down = true })
 	w.deleteNode("node-2")
-	deleted := w.clock.Now()
-	w.nr.Events = &events.Recorder{Namespace: "kube-system", Client: &slowEvents{Client: w.api, reason: v1alpha1.ReasonNodeDeleted,
-		during: func() {
-			w.mustReconcile("node-2")
-			w.clock.SetTime(deleted.Add(6 * time.Minute))
-		}}}
+	w.slowNodeDeletedEvent("node-2")
 	w.reconcileNode("node-2")
 	w.expect("node-2", v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk, "with node-3 down")
 	if w.node("node-2") != nil {
@@ -311,12 +317,7 @@ func TestDeletedNodeReleasedWhileAsking(t *testing.T) {
 func TestDeletedNodeLeftWhileAsking(t *testing.T) {
 	w := newNodeWorld(t, true)
 	w.deleteNode("node-2")
-	deleted := w.clock.Now()
-	w.nr.Events = &events.Recorder{Namespace: "kube-system", Client: &slowEvents{Client: w.api, reason: v1alpha1.ReasonNodeDeleted,
-		during: func() {
-			w.mustReconcile("node-2")
-			w.clock.SetTime(deleted.Add(6 * time.Minute))
-		}}}
+	w.slowNodeDeletedEvent("node-2")
 	w.reconcileNode("node-2")
 	w.expect("node-2", v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved, "the leave the Node asked for")
 	if w.node("node-2") != nil {
