@@ -27,7 +27,7 @@ func TestDefaultLeaderElectionTimings(t *testing.T) {
 }
 
 // TestDefaultsMeetTheirGoals checks the arithmetic behind the defaults (docs/architecture.md,
-// "Leader election") against the goals of issue #48; test/e2e's TestLeaderRidesOutEtcdStall and
+// "Leader election") against the goals of issue #48; test/e2e's TestTimingSensitive/LeaderRidesOutEtcdStall and
 // make bench measure the same on real etcd.
 func TestDefaultsMeetTheirGoals(t *testing.T) {
 	const (

@@ -251,7 +251,7 @@ and the breakdown shows what the failure adds besides.
 
 // ownNodeMethodsText says how the section's figures are measured.
 const ownNodeMethodsText = `- **etcd failing on the leading agent's own node** (` + "`TestBench/ownnode`" + `): a 3-member cluster
-  whose apiserver stores on an etcd of its own (as in ` + "`TestLeadersOwnMemberFails`" + `, so that no kill
+  whose apiserver stores on an etcd of its own (as in ` + "`TestTimingSensitive/LeadersOwnMemberFails`" + `, so that no kill
   touches the API the bench reads through), agents at the production defaults with
   ` + "`--zap-log-level=1 --zap-time-encoding=rfc3339nano`" + `. Each cycle SIGKILLs the etcd of the leading
   agent's own member, or of a member whose agent does not lead; the agent on that node runs on. The

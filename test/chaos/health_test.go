@@ -12,7 +12,7 @@ import (
 )
 
 // The health invariant (issue #30): a member the injector has kept down for longer than a bound
-// is not shown Healthy=True on its object. TestLeadersOwnMemberFails (test/e2e/ownmember_test.go)
+// is not shown Healthy=True on its object. TestTimingSensitive/LeadersOwnMemberFails (test/e2e/ownmember_test.go)
 // times the same promise for the leading agent's own member, the case the planner aims member
 // faults at (step.leadingNode).
 
@@ -20,7 +20,7 @@ import (
 // probe intervals (the round after the fault may start up to one interval later, and its verdict
 // needs the probe timeout) and a lease duration (a reconcile that went to the failed member before
 // the round saw it waits out its call there, or the term changes hands meanwhile), the bound of
-// TestLeadersOwnMemberFails. With the tests' timings (probe interval 2 s, lease 4 s) that is 8 s.
+// TestTimingSensitive/LeadersOwnMemberFails. With the tests' timings (probe interval 2 s, lease 4 s) that is 8 s.
 func healthTimings(args []string) (time.Duration, error) {
 	probe, err1 := agentDuration(args, "probe-interval", 0)
 	lease, err2 := agentDuration(args, "leader-elect-lease-duration", 0)

@@ -43,26 +43,10 @@ const (
 // addresses from one pool (the framework's allocator, which framework.ListenLoopback shares), with
 // files under its own t.TempDir(), and environment for an agent passed to that agent's process
 // (framework.Agent.SetEnv), never set in this one. So every test calls t.Parallel() first, and
-// -parallel (scenariosPerCore per core unless given) bounds how many run at once. The tests in serialTests do not:
-// Go runs them first, one at a time, before the parallel ones. Each asserts how fast something
-// happens, which the CPU taken by other scenarios would break without the product being wrong.
-// A new test calls t.Parallel() or joins serialTests with its reason; TestParallelism checks that.
-var serialTests = map[string]string{
-	"TestHealthFollowsSIGSTOP":  "Healthy must flip within two probe intervals of SIGSTOP and of SIGCONT",
-	"TestLeaveOfEtcdLeader":     "no gap of etcd's election timeout (1s) between successful writes",
-	"TestStalledLearnerEvicted": "eviction within --learner-stall-timeout + 5s of the test seeing the learner",
-	"TestAlarmThenUnreachableWaitsFullTime": "its hold starts when the test sees Unreachable, which may lag the " +
-		"leader's clock by at most 1s",
-	"TestPluginList": "a list with a frozen member must take at most --timeout + 1s",
-	"TestFrozenLeaderChangesNothing": "the leader must be frozen within its 8s failpoint block, and the " +
-		"cancellation (a kubectl run) must land within the ~4s its Lease has left",
-	"TestSlowPeerLinks": "each member's Healthy verdict may change at most once in 70s under 200ms peer delay; " +
-		"probes starved of CPU by other scenarios would time out for reasons of their own",
-	"TestLeadersOwnMemberFails": "the leader must show its own member's failure within two probe intervals and a " +
-		"lease duration (8s); probes starved of CPU by other scenarios would time out for reasons of their own",
-	"TestLeaderRidesOutEtcdStall": "the leader must keep its Lease through a 7s etcd stall with 3s of its renew " +
-		"deadline to spare; a renewal starved of CPU by other scenarios would eat that margin",
-}
+// -parallel (scenariosPerCore per core unless given) bounds how many run at once. The scenarios
+// that assert how fast something happens are not top-level tests: TestTimingSensitive runs them
+// before the parallel ones, one per core (timing_test.go). A new test calls t.Parallel() or joins
+// timingScenarios with its reason; TestParallelism checks that.
 
 // scenariosPerCore bounds how many parallel scenarios run at once, unless -parallel says otherwise.
 // A scenario's etcd members, apiserver and agents mostly wait on timers, but its start (an

@@ -18,12 +18,11 @@ import (
 // lost the Lease.
 const fenceBlock = 8 * time.Second
 
-// TestFrozenLeaderChangesNothing: the leader clears a leave with the quorum guard and is frozen
+// frozenLeaderChangesNothing: the leader clears a leave with the quorum guard and is frozen
 // (SIGSTOP, as a GC pause or a VM stall would) before MemberRemove. Meanwhile the operator cancels
 // the leave and another agent takes the Lease and records the cancellation. When the old leader
 // resumes, its verdict is stale: it must remove nothing.
-func TestFrozenLeaderChangesNothing(t *testing.T) {
-	// Not parallel: it asserts timing (see serialTests in env_test.go).
+func frozenLeaderChangesNothing(t *testing.T) {
 	e := newEnv(t, envConfig{size: 3})
 	// Any agent may lead; each holds the first removal it reaches for fenceBlock.
 	for _, a := range e.agents {

@@ -122,11 +122,10 @@ func TestLearnerJoinedIsPromoted(t *testing.T) {
 	}
 }
 
-// TestStalledLearnerEvicted: a learner that never starts is removed after
+// stalledLearnerEvicted: a learner that never starts is removed after
 // --learner-stall-timeout with an Event, and the next join is no longer blocked by etcd's one
 // learner limit.
-func TestStalledLearnerEvicted(t *testing.T) {
-	// Not parallel: it asserts timing (see serialTests in env_test.go).
+func stalledLearnerEvicted(t *testing.T) {
 	const stall = 12 * time.Second
 	e := newEnv(t, envConfig{size: 3, agentArgs: []string{fmt.Sprintf("--learner-stall-timeout=%s", stall)}})
 	_, _, id := e.joinLearner("node-4")
@@ -165,12 +164,11 @@ func TestStalledLearnerEvicted(t *testing.T) {
 	}
 }
 
-// TestHealthFollowsSIGSTOP: a stopped member turns Healthy=False within two probe intervals and
+// healthFollowsSIGSTOP: a stopped member turns Healthy=False within two probe intervals and
 // back after SIGCONT, and the Removable pre-flight of the others follows. The apiserver stores in
 // an etcd of its own, as a kubeadm apiserver talks to its local member only: ours balances over
 // every member, and its requests stuck on the stopped one would measure the apiserver, not us.
-func TestHealthFollowsSIGSTOP(t *testing.T) {
-	// Not parallel: it asserts timing (see serialTests in env_test.go).
+func healthFollowsSIGSTOP(t *testing.T) {
 	e := newEnv(t, envConfig{size: 3, separateStorage: true})
 	// The leading agent reads the member list through its own member; stop another.
 	leader := e.leaderAgent()

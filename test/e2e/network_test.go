@@ -251,10 +251,10 @@ func readFile(t *testing.T, path string) string {
 	return string(data)
 }
 
-// slowWindow is how long TestSlowPeerLinks watches the health verdicts under delay.
+// slowWindow is how long TestTimingSensitive/SlowPeerLinks watches the health verdicts under delay.
 const slowWindow = 70 * time.Second
 
-// TestSlowPeerLinks: every raft message between the members takes 200 ms ± 50 ms, as between
+// slowPeerLinks: every raft message between the members takes 200 ms ± 50 ms, as between
 // control-plane sites over a WAN. A leave still completes, a member re-added as a learner is
 // still promoted, and no member that stays changes its Healthy verdict more than once in the
 // window: a slow but working link is no reason to call a member unhealthy.
@@ -263,7 +263,7 @@ const slowWindow = 70 * time.Second
 // leader (1s here): the agents run with --probe-timeout sized for that, as docs/agent.md tells
 // operators of such clusters. The apiserver stores on an etcd of its own, so that its own
 // slowness on the delayed cluster (its Lease renewals time out) stays out of what is measured.
-func TestSlowPeerLinks(t *testing.T) {
+func slowPeerLinks(t *testing.T) {
 	e := newEnv(t, envConfig{size: 3, faultProxies: true, separateStorage: true,
 		agentArgs: []string{"--probe-interval=5s", "--probe-timeout=3s"}})
 	for _, a := range e.cluster.Members() {

@@ -24,13 +24,13 @@ import (
 // safe: the failed member's own, which the leader hands over.
 const ownMemberBound = 2*2*time.Second + 4*time.Second
 
-// TestLeadersOwnMemberFails: the etcd member of the leading agent's own node is killed, frozen or
+// leadersOwnMemberFails: the etcd member of the leading agent's own node is killed, frozen or
 // cut off from everything, while that agent runs on. In each case its object turns Healthy=False,
 // a leave requested at the same moment, which would leave one healthy voter of two, is refused
 // with the guard's numbers, and the leave of the failed member itself goes through, each within
 // ownMemberBound. The apiserver stores on an etcd of its own, so that its requests to the failed
 // member cannot stall the API the test reads through.
-func TestLeadersOwnMemberFails(t *testing.T) {
+func leadersOwnMemberFails(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		fault func(e *env, m *framework.Member)

@@ -10,16 +10,18 @@ import (
 	"testing"
 )
 
-// TestParallelism keeps the package's parallelism deliberate (see serialTests): every top-level
-// test either calls t.Parallel() as its first statement or is in serialTests, and nothing in
-// serialTests calls it or is gone.
+// TestParallelism keeps the package's parallelism deliberate (see timingScenarios): every top-level
+// test but TestTimingSensitive calls t.Parallel() as its first statement, and every timing
+// scenario gives its reason and does not call it (in a lane of TestTimingSensitive, t.Parallel()
+// would let the lane start its next scenario beside it). A scenario's function is its name with
+// a lower-case first letter.
 func TestParallelism(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("*_test.go")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no test files here (%v)", err)
 	}
-	seen := map[string]bool{}
+	funcs := map[string]*ast.FuncDecl{}
 	fset := token.NewFileSet()
 	for _, file := range files {
 		f, err := parser.ParseFile(fset, file, nil, 0)
@@ -27,30 +29,40 @@ func TestParallelism(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, decl := range f.Decls {
-			fn, ok := decl.(*ast.FuncDecl)
-			if !ok || fn.Recv != nil || !strings.HasPrefix(fn.Name.Name, "Test") || fn.Name.Name == "TestMain" {
-				continue
-			}
-			name := fn.Name.Name
-			seen[name] = true
-			parallel := len(fn.Body.List) > 0 && isParallelCall(fn.Body.List[0])
-			_, serial := serialTests[name]
-			switch {
-			case serial && parallel:
-				t.Errorf("%s (%s) calls t.Parallel() but is in serialTests", name, fset.Position(fn.Pos()))
-			case !serial && !parallel:
-				t.Errorf("%s (%s) neither calls t.Parallel() first nor is in serialTests with its reason", name, fset.Position(fn.Pos()))
+			if fn, ok := decl.(*ast.FuncDecl); ok && fn.Recv == nil {
+				funcs[fn.Name.Name] = fn
 			}
 		}
 	}
-	for name := range serialTests {
-		if !seen[name] {
-			t.Errorf("serialTests lists %s, which does not exist", name)
+	tests := 0
+	for name, fn := range funcs {
+		if !strings.HasPrefix(name, "Test") || name == "TestMain" || name == "TestTimingSensitive" {
+			continue
+		}
+		tests++
+		if !callsParallelFirst(fn) {
+			t.Errorf("%s (%s) neither calls t.Parallel() first nor is in timingScenarios with its reason", name, fset.Position(fn.Pos()))
 		}
 	}
-	if len(seen) < 2 || !slices.Contains(files, "env_test.go") {
+	for _, s := range timingScenarios {
+		name := strings.ToLower(s.name[:1]) + s.name[1:]
+		fn, ok := funcs[name]
+		switch {
+		case !ok:
+			t.Errorf("timingScenarios lists %s, but there is no func %s", s.name, name)
+		case callsParallelFirst(fn):
+			t.Errorf("%s (%s) is in timingScenarios but calls t.Parallel()", name, fset.Position(fn.Pos()))
+		case s.why == "":
+			t.Errorf("timingScenarios lists %s without its reason", s.name)
+		}
+	}
+	if tests < 2 || !slices.Contains(files, "env_test.go") {
 		t.Fatalf("parsed too little: %v", files)
 	}
+}
+
+func callsParallelFirst(fn *ast.FuncDecl) bool {
+	return len(fn.Body.List) > 0 && isParallelCall(fn.Body.List[0])
 }
 
 func isParallelCall(stmt ast.Stmt) bool {

@@ -108,11 +108,10 @@ func healthyWithLeader(e *env) {
 	}
 }
 
-// TestPluginList: `kubectl etcdmember list` through the real kubectl, from the objects alone and
+// pluginList: `kubectl etcdmember list` through the real kubectl, from the objects alone and
 // with etcd's live view, in every output format, with kubectl's connection flags. The apiserver
 // has its own etcd, so that a frozen member of the cluster under test slows only etcd's view.
-func TestPluginList(t *testing.T) {
-	// Not parallel: it asserts timing (see serialTests in env_test.go).
+func pluginList(t *testing.T) {
 	e := newEnv(t, envConfig{size: 3, separateStorage: true})
 	healthyWithLeader(e)
 	leader := e.cluster.Leader(t).Name

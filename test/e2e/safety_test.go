@@ -223,14 +223,13 @@ func TestSerializedLeavesJudgedAfterEachChange(t *testing.T) {
 	}
 }
 
-// TestLeaveOfEtcdLeader: leadership moves to a healthy voter before the etcd leader is removed,
+// leaveOfEtcdLeader: leadership moves to a healthy voter before the etcd leader is removed,
 // so the cluster keeps committing writes throughout instead of going without a leader for an
 // election timeout. The evidence is the longest stretch without a successful write: removing the
 // leader without the move leaves the others waiting at least etcd's election timeout (1 s) before
 // they elect a new one. A single write may still be lost to the transfer itself (etcd drops
 // proposals that reach the old leader while it hands over); that is etcd's, and short.
-func TestLeaveOfEtcdLeader(t *testing.T) {
-	// Not parallel: it asserts timing (see serialTests in env_test.go).
+func leaveOfEtcdLeader(t *testing.T) {
 	const electionTimeout = time.Second
 	e := newEnv(t, envConfig{size: 3})
 	etcdLeader := e.etcdLeaderBesideAgentLeader()

@@ -39,13 +39,12 @@ func shippedElection() []string {
 	}
 }
 
-// TestLeaderRidesOutEtcdStall: with the shipped leader election, every apiserver-to-etcd link
+// leaderRidesOutEtcdStall: with the shipped leader election, every apiserver-to-etcd link
 // stalls while a leave is under way. Through ridesOutStall the leader keeps its Lease, with no
 // term ended and no other leader, and the leave completes once its calls get through. Through a
 // stall longer than the lease, the Lease changes holder at most once, and the pending leave
 // removes its member and nothing else, once.
-func TestLeaderRidesOutEtcdStall(t *testing.T) {
-	// Not parallel: it asserts timing (see serialTests in env_test.go).
+func leaderRidesOutEtcdStall(t *testing.T) {
 	// Four members, so that the second leave still leaves quorum and fault tolerance to judge.
 	e := newEnv(t, envConfig{size: 4, faultProxies: true, agentArgs: shippedElection()})
 	// Any agent may lead; each holds the first removal it reaches for stallBlock.

@@ -14,14 +14,13 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 )
 
-// TestAlarmThenUnreachableWaitsFullTime: a voter under a NOSPACE alarm (Healthy=False/Alarm) for
+// alarmThenUnreachableWaitsFullTime: a voter under a NOSPACE alarm (Healthy=False/Alarm) for
 // twice --remove-unreachable-after, then killed, is asked to leave only once it has been
 // unreachable for --remove-unreachable-after, not at the first probe that finds it unreachable:
 // the Healthy condition's lastTransitionTime, which did not move when the reason changed, says
 // it has been unhealthy far longer. The apiserver stores in an etcd of its own, which the alarm
 // does not reach.
-func TestAlarmThenUnreachableWaitsFullTime(t *testing.T) {
-	// Not parallel: it asserts timing (see serialTests in env_test.go).
+func alarmThenUnreachableWaitsFullTime(t *testing.T) {
 	const after = 6 * time.Second
 	e := newEnv(t, envConfig{size: 3, separateStorage: true, agentArgs: []string{
 		fmt.Sprintf("--remove-unreachable-after=%s", after), "--min-voters=2",
