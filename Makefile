@@ -55,6 +55,12 @@ CONTAINERD_VERSION := v2.3.4
 NODEBIN := $(BIN)/kubelet $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kube-proxy \
 	$(BIN)/containerd $(BIN)/containerd-shim-runc-v2 $(BIN)/ctr $(BIN)/pause.tar
 NODE_PACKAGES := runc containernetworking-plugins nftables conntrack systemd
+# The kubeadm tier (test/kubeadm): kubeadm itself, and the images its static pod manifests name,
+# built from bin/'s binaries under kubeadm's own names, since no registry is reachable.
+KUBEADM_IMAGES := $(addprefix $(BIN)/kubeadm-images/,kube-apiserver.tar kube-controller-manager.tar kube-scheduler.tar etcd.tar pause.tar)
+KUBEADMBIN := $(BIN)/kubeadm $(KUBEADM_IMAGES)
+# kubeadm's form of an etcd image tag: the version without its "v", and the image's own revision.
+ETCD_IMAGE_TAG = $(patsubst v%,%,$(ETCD_VERSION))-0
 GO_SOURCES := main.go $(shell find cmd api internal -name '*.go' 2>/dev/null)
 
 .PHONY: help
@@ -80,11 +86,14 @@ lab: build $(DEMOBIN) $(BIN)/demo ## Start the local lab and keep it running to 
 #    default of one package per core;
 #  - test/e2e alone, its scenarios scenariosPerCore per core (test/e2e/env_test.go);
 #  - test/node alone: three kubelets, their containerds and etcd members fill two cores;
+#  - test/kubeadm alone: three control-plane nodes kubeadm builds, each a kubelet, a containerd
+#    and kubeadm's static pods;
 #  - test/packaging, which reads every platform's archive, last.
 E2E_PACKAGE := ./test/e2e
 NODE_PACKAGE := ./test/node
+KUBEADM_PACKAGE := ./test/kubeadm
 PACKAGING_PACKAGE := ./test/packaging
-OTHER_PACKAGES = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/node -e /test/packaging)
+OTHER_PACKAGES = $(shell $(GO) list ./... | grep -v -e /test/e2e -e /test/node -e /test/kubeadm -e /test/packaging)
 # Each package that runs etcd members appends the slowest request they logged here (go test shows
 # a passing package's own output only with -v); make test prints the file after the tests.
 export ETCDMEMBER_SLOWEST_LOG := $(BIN)/logs/slowest-etcd-requests.txt
@@ -98,12 +107,13 @@ $(BIN)/.test-modules: go.mod go.sum
 	@touch $@
 
 .PHONY: test
-test: build testbin nodebin krew image dist $(TOOLS) $(BIN)/.test-modules ## Run every test: unit, integration (test/framework), e2e, the node tier and packaging, a short fuzz run, then make verify.
+test: build testbin nodebin kubeadmbin krew image dist $(TOOLS) $(BIN)/.test-modules ## Run every test: unit, integration (test/framework), e2e, the node tier, the kubeadm tier and packaging, a short fuzz run, then make verify.
 	@$(STEP) test-binaries 'the test binaries of every package (cold: about 2 min; seconds after)' -- $(TEST_BUILD)
 	@rm -f $(ETCDMEMBER_SLOWEST_LOG)
 	$(GOTEST) -count=1 -timeout 15m $(OTHER_PACKAGES)
 	$(GOTEST) -count=1 -timeout 20m $(E2E_PACKAGE)
 	$(GOTEST) -count=1 -timeout 20m $(NODE_PACKAGE)
+	$(GOTEST) -count=1 -timeout 15m $(KUBEADM_PACKAGE)
 	@cat $(ETCDMEMBER_SLOWEST_LOG)
 	$(GOTEST) -count=1 -timeout 10m $(PACKAGING_PACKAGE)
 	$(MAKE) --no-print-directory fuzz
@@ -179,6 +189,31 @@ $(BIN)/kubelet $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kube-
 		k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
 		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy
 	@touch $(BIN)/kubelet $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kube-proxy
+
+.PHONY: kubeadmbin
+kubeadmbin: $(KUBEADMBIN) nodebin ## Build what the kubeadm tier runs besides the node tier's binaries: kubeadm and the control plane's images.
+
+$(BIN)/kubeadm: hack/tools/kube/go.mod hack/tools/kube/go.sum
+	@cd hack/tools/kube && $(STEP) kubeadm 'kubeadm $(KUBE_VERSION) from Go modules (first run only, about 4 min)' -- \
+		$(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubeadm
+	@touch $@
+
+# One image per component, each the binary under /usr/local/bin (imagebuild component).
+$(BIN)/kubeadm-images/%.tar: $(BIN)/% $(BIN)/imagebuild
+	@mkdir -p $(@D)
+	@$(STEP) image-$* 'the $* image of the kubeadm tier (seconds)' -- \
+		$(BIN)/imagebuild component -bin $< -name registry.k8s.io/$*:$(KUBE_VERSION) -out $@
+
+$(BIN)/kubeadm-images/etcd.tar: $(BIN)/etcd $(BIN)/imagebuild
+	@mkdir -p $(@D)
+	@$(STEP) image-etcd 'the etcd image of the kubeadm tier (seconds)' -- \
+		$(BIN)/imagebuild component -bin $< -name registry.k8s.io/etcd:$(ETCD_IMAGE_TAG) -out $@
+
+# kubeadm checks the sandbox image containerd runs against the one it names.
+$(BIN)/kubeadm-images/pause.tar: $(BIN)/pause.tar
+	@mkdir -p $(@D)
+	@$(STEP) image-pause 'the pause image, named as kubeadm names it (seconds)' -- \
+		$(BIN)/imagebuild pause -bin $(BIN)/pause -name registry.k8s.io/pause:3.10.2 -out $@
 
 # No btrfs, devmapper or zfs snapshotters (they need cgo); the tier uses overlayfs.
 $(BIN)/containerd $(BIN)/containerd-shim-runc-v2 $(BIN)/ctr &: hack/tools/containerd/go.mod hack/tools/containerd/go.sum

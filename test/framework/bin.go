@@ -91,6 +91,8 @@ func buildCommand(name string) string {
 		return "make build"
 	case "kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "pause":
 		return "make nodebin"
+	case "kubeadm":
+		return "make kubeadmbin"
 	}
 	return "make testbin"
 }

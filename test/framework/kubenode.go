@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -135,7 +134,7 @@ type KubeletNode struct {
 	dir        string
 	run        string // the node's directory under /run: sockets and runtime state
 	cgroup     string // cgroupRoot, in every hierarchy
-	containerd *process
+	containerd *Containerd
 	kubelet    *process
 	// kubeletArgs are the kubelet's binary and flags, for RestartKubelet.
 	kubeletArgs []string
@@ -149,7 +148,7 @@ type KubeletNode struct {
 func (nc *NodeCluster) StartKubeletNode(t TB, m *Member) *KubeletNode {
 	t.Helper()
 	n := &KubeletNode{Name: m.Name, IP: m.IP(), nc: nc, ns: nc.apart[m.Name], dir: t.TempDir(),
-		run: filepath.Join("/run/etcdmember-node", m.Name), cgroup: nodeCgroupPrefix + strconv.Itoa(os.Getpid()) + "-" + m.Name}
+		run: filepath.Join("/run/etcdmember-node", m.Name)}
 	for _, d := range []string{filepath.Join(n.dir, "manifests"), filepath.Join(n.dir, "cni")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatalf("node %s: %v", n.Name, err)
@@ -157,9 +156,7 @@ func (nc *NodeCluster) StartKubeletNode(t TB, m *Member) *KubeletNode {
 	}
 	// /run is the node's own where it has namespaces of its own.
 	runStep(t, n.command("mkdir", "-p", n.run))
-	if err := makeCgroup(n.cgroup); err != nil {
-		t.Fatalf("node %s: %v", n.Name, err)
-	}
+	n.cgroup = NodeCgroup(t, n.Name)
 	// Registered before the processes, so it runs after they are killed.
 	t.Cleanup(func() {
 		if err := n.tearDown(); err != nil {
@@ -197,18 +194,6 @@ func (n *KubeletNode) ManifestDir() string { return filepath.Join(n.dir, "manife
 // PodLogDir is where the kubelet writes its containers' logs (podLogsDir).
 func (n *KubeletNode) PodLogDir() string { return filepath.Join(n.dir, "pod-logs") }
 
-// ContainerLog is where the kubelet keeps the log of pod's container as it ran after restarts
-// restarts: <podLogsDir>/<namespace>_<pod>_<uid>/<container>/<restarts>.log, under a static pod's
-// own UID rather than its mirror pod's. The kubelet keeps the last dead container's log beside the
-// running one's, and removes older ones as it collects their containers.
-func (n *KubeletNode) ContainerLog(pod *corev1.Pod, container string, restarts int32) string {
-	uid := string(pod.UID)
-	if static := pod.Annotations[corev1.MirrorPodAnnotationKey]; static != "" {
-		uid = static
-	}
-	return filepath.Join(n.PodLogDir(), pod.Namespace+"_"+pod.Name+"_"+uid, container, fmt.Sprintf("%d.log", restarts))
-}
-
 // KubeletLog is the kubelet's own log.
 func (n *KubeletNode) KubeletLog() string { return n.kubelet.logPath }
 
@@ -219,7 +204,20 @@ func (n *KubeletNode) socket() string { return filepath.Join(n.run, "containerd.
 func (n *KubeletNode) startProxy(t TB) {
 	t.Helper()
 	_, kubeconfig := n.nc.API.User(t, "system:kube-proxy")
-	config := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+	path := filepath.Join(n.dir, "kube-proxy.yaml")
+	if err := os.WriteFile(path, []byte(KubeProxyConfig(kubeconfig, n.Name, n.IP)), 0o644); err != nil {
+		t.Fatalf("node %s: %v", n.Name, err)
+	}
+	n.proxy = newProcess(t, "kube-proxy "+n.Name, filepath.Join(n.dir, "kube-proxy.log"))
+	n.start(t, n.proxy, Binary(t, "kube-proxy"), "--config="+path)
+}
+
+// KubeProxyConfig is the configuration of a node's kube-proxy, in nftables mode, reaching the
+// API with kubeconfig (the built-in system:node-proxier binding's user, system:kube-proxy): it
+// routes the "kubernetes" Service's ClusterIP, which the agents' in-cluster configuration uses,
+// to the apiservers. Its rules live in the node's network namespace.
+func KubeProxyConfig(kubeconfig, node, ip string) string {
+	return fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: nftables
 clientConnection: {kubeconfig: %q}
@@ -229,13 +227,7 @@ metricsBindAddress: 127.0.0.1:10249
 healthzBindAddress: 127.0.0.1:10256
 # Conntrack settings are the machine's, not the namespace's: leave them alone.
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
-`, kubeconfig, n.Name, n.IP)
-	path := filepath.Join(n.dir, "kube-proxy.yaml")
-	if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
-		t.Fatalf("node %s: %v", n.Name, err)
-	}
-	n.proxy = newProcess(t, "kube-proxy "+n.Name, filepath.Join(n.dir, "kube-proxy.log"))
-	n.start(t, n.proxy, Binary(t, "kube-proxy"), "--config="+path)
+`, kubeconfig, node, ip)
 }
 
 func (n *KubeletNode) startKubelet(t TB) {
@@ -342,29 +334,14 @@ func (n *KubeletNode) tearDown() error {
 			errs = append(errs, p.kill())
 		}
 	}
-	n.killContainers()
 	if n.containerd != nil {
-		errs = append(errs, n.containerd.kill())
+		n.containerd.KillContainers(n.cgroup)
+		errs = append(errs, n.containerd.Kill())
 	}
 	if n.ns == nil {
 		// A node with namespaces of its own mounted in them only: they go with its processes.
 		errs = append(errs, unmountUnder(n.dir), unmountUnder(n.run))
 	}
-	roots, err := cgroupRoots()
-	errs = append(errs, err)
-	for _, root := range roots {
-		if _, err := os.Stat(filepath.Join(root, n.cgroup)); err == nil {
-			errs = append(errs, removeCgroup(filepath.Join(root, n.cgroup)))
-		}
-	}
+	errs = append(errs, RemoveNodeCgroup(n.cgroup))
 	return errors.Join(errs...)
-}
-
-// killContainers kills the node's containers (every process in its cgroups) and its shims (started
-// with the node's containerd address), until none is left.
-func (n *KubeletNode) killContainers() {
-	killMatching(func(p procInfo) bool {
-		return strings.Contains(p.cgroup, "/"+n.cgroup) ||
-			(strings.Contains(p.cmdline, "containerd-shim") && strings.Contains(p.cmdline, n.socket()))
-	})
 }

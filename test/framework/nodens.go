@@ -231,6 +231,20 @@ type NodeNamespaces struct {
 	IP     string
 	holder *process
 	pid    int
+	// private maps each of NodeOptions.Private to the test's directory mounted on it.
+	private map[string]string
+}
+
+// NodeOptions are what a node's namespaces hold of their own besides /var and /run.
+type NodeOptions struct {
+	// Private are directories the node has its own of, empty at first, where a program writes at
+	// fixed paths that the tier's overlays share between nodes or put on overlayfs (kubeadm's
+	// /etc/kubernetes, /var/lib/kubelet, /var/lib/etcd). Each is a directory of the test's,
+	// bind-mounted on the path in the node's mount namespace, and read from the tier at HostPath.
+	Private []string
+	// Name, when set, is the node's name in an /etc/hosts of its own, at its address: kubeadm's
+	// preflight looks the node's name up.
+	Name string
 }
 
 // nodeLinks numbers the veth ends the tier's namespace holds, one per NodeNamespaces.
@@ -244,6 +258,13 @@ var nodeLinks = struct {
 // a default route to the tier. They go when the holder is killed at t's cleanup and the node's
 // processes are gone.
 func NewNodeNamespaces(t TB) *NodeNamespaces {
+	t.Helper()
+	return NewNodeNamespacesWith(t, NodeOptions{})
+}
+
+// NewNodeNamespacesWith makes a node's namespaces as NewNodeNamespaces does, with the directories
+// and the name of its own that o gives.
+func NewNodeNamespacesWith(t TB, o NodeOptions) *NodeNamespaces {
 	t.Helper()
 	if !InNodeNamespace() {
 		t.Fatalf("NewNodeNamespaces: not in the node tier's namespace; call framework.RunInNodeNamespace from TestMain")
@@ -297,7 +318,49 @@ func NewNodeNamespaces(t TB) *NodeNamespaces {
 		runStep(t, append(ns.Command(), "mount", "-t", "overlay", "overlay", "-o",
 			fmt.Sprintf("lowerdir=%s,upperdir=%s/upper,workdir=%s/work", d, u, u), d))
 	}
+	ns.private = map[string]string{}
+	for _, p := range o.Private {
+		src := filepath.Join(dir, "private", strings.TrimPrefix(p, "/"))
+		if err := os.MkdirAll(src, 0o755); err != nil {
+			t.Fatalf("%v", err)
+		}
+		runStep(t, append(ns.Command(), "mkdir", "-p", p))
+		runStep(t, append(ns.Command(), "mount", "--bind", src, p))
+		ns.private[p] = src
+	}
+	if o.Name != "" {
+		hosts := filepath.Join(dir, "hosts")
+		content := "127.0.0.1 localhost\n" + ns.IP + " " + o.Name + "\n"
+		if err := os.WriteFile(hosts, []byte(content), 0o644); err != nil {
+			t.Fatalf("%v", err)
+		}
+		runStep(t, append(ns.Command(), "mount", "--bind", hosts, "/etc/hosts"))
+	}
 	return ns
+}
+
+// HostPath is where the tier reads path of the node's: in the directory of the test's that is
+// mounted on one of NodeOptions.Private. It fails t for a path in no private directory.
+func (ns *NodeNamespaces) HostPath(t TB, path string) string {
+	t.Helper()
+	for p, src := range ns.private {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return filepath.Join(src, strings.TrimPrefix(path, p))
+		}
+	}
+	t.Fatalf("%s is in none of the private directories of node %s", path, ns.IP)
+	return ""
+}
+
+// Run runs argv in the node's namespaces to its end and returns its output, stdout and stderr
+// together.
+func (ns *NodeNamespaces) Run(ctx context.Context, argv ...string) (string, error) {
+	cmd := append(ns.Command(), argv...)
+	out, err := exec.CommandContext(ctx, cmd[0], cmd[1:]...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s on node %s: %w", strings.Join(argv, " "), ns.IP, err)
+	}
+	return string(out), nil
 }
 
 // Command is the prefix that runs a program in the node's namespaces: nsenter execs it there, so

@@ -4,8 +4,12 @@ import (
 	"context"
 	"fmt"
 
+	eventsv1 "k8s.io/api/events/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
@@ -16,6 +20,37 @@ import (
 // which would otherwise throttle their reads and time them wrongly; 0 keeps the default.
 func (a *APIServer) ObjectClient(t TB, qps float32) client.WithWatch {
 	t.Helper()
+	return objectClient(t, a.RESTConfig(), qps)
+}
+
+// ObjectClient is APIServer.ObjectClient for the kubeconfig's cluster.
+func (k Admin) ObjectClient(t TB, qps float32) client.WithWatch {
+	t.Helper()
+	return objectClient(t, k.RESTConfig(t), qps)
+}
+
+// RESTConfig is the kubeconfig's client configuration.
+func (k Admin) RESTConfig(t TB) *rest.Config {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", string(k))
+	if err != nil {
+		t.Fatalf("kubeconfig %s: %v", k, err)
+	}
+	return cfg
+}
+
+// Clientset is a clientset with the kubeconfig.
+func (k Admin) Clientset(t TB) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(k.RESTConfig(t))
+	if err != nil {
+		t.Fatalf("kubeconfig %s: %v", k, err)
+	}
+	return cs
+}
+
+func objectClient(t TB, cfg *rest.Config, qps float32) client.WithWatch {
+	t.Helper()
 	scheme := k8sruntime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatalf("scheme: %v", err)
@@ -23,7 +58,6 @@ func (a *APIServer) ObjectClient(t TB, qps float32) client.WithWatch {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatalf("scheme: %v", err)
 	}
-	cfg := a.RESTConfig()
 	if qps > 0 {
 		cfg.QPS, cfg.Burst = qps, int(qps)
 	}
@@ -61,4 +95,20 @@ func (a *Agent) WaitOwnObject(t TB) {
 	if err != nil {
 		t.Fatalf("agent %s: its own EtcdMember: %v", a.Name, err)
 	}
+}
+
+// MemberEvents lists the Events in kube-system about the EtcdMember name, those with reason only
+// unless it is empty.
+func MemberEvents(ctx context.Context, c client.Client, name, reason string) ([]eventsv1.Event, error) {
+	var list eventsv1.EventList
+	if err := c.List(ctx, &list, client.InNamespace("kube-system")); err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	var out []eventsv1.Event
+	for _, ev := range list.Items {
+		if ev.Regarding.Kind == "EtcdMember" && ev.Regarding.Name == name && (reason == "" || ev.Reason == reason) {
+			out = append(out, ev)
+		}
+	}
+	return out, nil
 }

@@ -35,15 +35,21 @@ func (r PluginRun) Output() string {
 // and KUBECONFIG never leak in.
 func (a *APIServer) PluginCommand(t TB, ctx context.Context, env []string, args ...string) *exec.Cmd {
 	t.Helper()
-	return a.kubectlWithPlugin(t, ctx, env, append([]string{"etcdmember"}, args...)...)
+	return a.Admin().PluginCommand(t, ctx, env, args...)
 }
 
-func (a *APIServer) kubectlWithPlugin(t TB, ctx context.Context, env []string, args ...string) *exec.Cmd {
+// PluginCommand is APIServer.PluginCommand with the kubeconfig.
+func (k Admin) PluginCommand(t TB, ctx context.Context, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	return k.kubectlWithPlugin(t, ctx, env, append([]string{"etcdmember"}, args...)...)
+}
+
+func (k Admin) kubectlWithPlugin(t TB, ctx context.Context, env []string, args ...string) *exec.Cmd {
 	t.Helper()
 	kubectl := Binary(t, "kubectl")
 	Binary(t, "kubectl-etcdmember")
 	cmd := exec.CommandContext(ctx, kubectl, args...)
-	cmd.Env = append(pluginEnv(a.Kubeconfig()), env...)
+	cmd.Env = append(pluginEnv(string(k)), env...)
 	return cmd
 }
 
@@ -64,16 +70,28 @@ func pluginEnv(kubeconfig string) []string {
 // as in CI) and returns what it printed and its exit code.
 func (a *APIServer) Plugin(t TB, stdin io.Reader, env []string, args ...string) PluginRun {
 	t.Helper()
-	return a.KubectlWithPlugin(t, stdin, env, append([]string{"etcdmember"}, args...)...)
+	return a.Admin().Plugin(t, stdin, env, args...)
+}
+
+// Plugin is APIServer.Plugin with the kubeconfig.
+func (k Admin) Plugin(t TB, stdin io.Reader, env []string, args ...string) PluginRun {
+	t.Helper()
+	return k.KubectlWithPlugin(t, stdin, env, append([]string{"etcdmember"}, args...)...)
 }
 
 // KubectlWithPlugin runs `kubectl ARGS...` where kubectl finds the plugin (see PluginCommand),
 // for kubectl's own plugin commands: `plugin list`, `__complete etcdmember ...`.
 func (a *APIServer) KubectlWithPlugin(t TB, stdin io.Reader, env []string, args ...string) PluginRun {
 	t.Helper()
+	return a.Admin().KubectlWithPlugin(t, stdin, env, args...)
+}
+
+// KubectlWithPlugin is APIServer.KubectlWithPlugin with the kubeconfig.
+func (k Admin) KubectlWithPlugin(t TB, stdin io.Reader, env []string, args ...string) PluginRun {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), pluginTimeout)
 	defer cancel()
-	cmd := a.kubectlWithPlugin(t, ctx, env, args...)
+	cmd := k.kubectlWithPlugin(t, ctx, env, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &stdout, &stderr
 	start := time.Now()

@@ -20,8 +20,8 @@ const (
 	// killTimeout bounds the wait after SIGKILL, which only fails to reap a
 	// process stuck in the kernel.
 	killTimeout = 10 * time.Second
-	// logTailLines is how much of each log a failed test prints.
-	logTailLines = 150
+	// LogTailLines is how much of each log a failed test prints.
+	LogTailLines = 150
 )
 
 // process is a restartable child process (an etcd member, the apiserver)
@@ -46,7 +46,7 @@ func newProcess(owner TB, name, logPath string) *process {
 			owner.Logf("cleanup: %v", err)
 		}
 		if owner.Failed() {
-			owner.Logf("last %d lines of %s (%s):\n%s", logTailLines, p.name, p.logPath, p.tail(logTailLines))
+			owner.Logf("last %d lines of %s (%s):\n%s", LogTailLines, p.name, p.logPath, p.tail(LogTailLines))
 		}
 	})
 	return p
@@ -261,16 +261,20 @@ func (p *process) waitReadyOrExit(t TB, timeout time.Duration, what string, chec
 
 // tail returns the last n lines of the log, each prefixed with the process
 // name so that interleaved tails of several processes stay readable.
-func (p *process) tail(n int) string {
-	data, err := os.ReadFile(p.logPath)
+func (p *process) tail(n int) string { return LogTail(p.name, p.logPath, n) }
+
+// LogTail returns the last n lines of the log at path, each prefixed with name so that
+// interleaved tails of several logs stay readable.
+func LogTail(name, path string, n int) string {
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Sprintf("[%s] cannot read log: %v", p.name, err)
+		return fmt.Sprintf("[%s] cannot read log: %v", name, err)
 	}
 	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
 	lines = lines[max(0, len(lines)-n):]
 	var b strings.Builder
 	for _, line := range lines {
-		fmt.Fprintf(&b, "[%s] %s\n", p.name, line)
+		fmt.Fprintf(&b, "[%s] %s\n", name, line)
 	}
 	return b.String()
 }

@@ -180,7 +180,7 @@ func (tr *tier) discovered(name string) {
 // Ready again, and a leave asked for while it was down completes exactly once.
 func TestPodAgentCrash(t *testing.T) {
 	tr := newTier(t)
-	tr.expectRestarts(1, "the test SIGKILLs the agent's process once")
+	tr.agents.ExpectRestarts(1, "the test SIGKILLs the agent's process once")
 	tr.installLeading()
 	tr.discovered("node-3")
 	pod := tr.agentPod("Ready", podReady)
@@ -191,7 +191,7 @@ func TestPodAgentCrash(t *testing.T) {
 	killed := time.Now()
 	tr.askLeave("node-3")
 
-	tr.agentPod("Ready after a restart", func(p *corev1.Pod) bool { return podReady(p) && restarts(p) >= 1 })
+	tr.agentPod("Ready after a restart", func(p *corev1.Pod) bool { return podReady(p) && framework.PodRestarts(p) >= 1 })
 	t.Logf("SIGKILL to Ready again: %s", time.Since(killed).Round(10*time.Millisecond))
 	tr.removedOnce("node-3")
 	tr.assertMembers("node-1", "node-2")
@@ -213,7 +213,7 @@ const (
 // agent that takes over.
 func TestPodAgentWedged(t *testing.T) {
 	tr := newTier(t)
-	tr.expectRestarts(1, "the test freezes the agent's process, and the liveness probe has it replaced once")
+	tr.agents.ExpectRestarts(1, "the test freezes the agent's process, and the liveness probe has it replaced once")
 	tr.installLeading()
 	tr.hostAgents("node-2")
 	tr.discovered("node-3")
@@ -226,7 +226,7 @@ func TestPodAgentWedged(t *testing.T) {
 	tr.askLeave("node-3")
 
 	pod = tr.agentPod("running again", func(p *corev1.Pod) bool {
-		return restarts(p) >= 1 && p.Status.ContainerStatuses[0].State.Running != nil
+		return framework.PodRestarts(p) >= 1 && p.Status.ContainerStatuses[0].State.Running != nil
 	})
 	replaced := pod.Status.ContainerStatuses[0].State.Running.StartedAt.Sub(stopped)
 	t.Logf("SIGSTOP to a new container: %s (bound %s)", replaced.Round(10*time.Millisecond), livenessWindow+terminationGrace+restartSlack)

@@ -117,10 +117,10 @@ func TestBadInputSaysWhyAndRecovers(t *testing.T) {
 	if err := os.Chmod(key, 0); err != nil {
 		t.Fatal(err)
 	}
-	tr.expectRestarts(-1, unreadable)
+	tr.agents.ExpectRestarts(-1, unreadable)
 	tr.applyDaemonSet(tr.node.AgentImage)
-	pod = tr.agentPod("crash-looping on the unreadable key", func(p *corev1.Pod) bool { return restarts(p) >= 1 })
-	if log := tr.agentLogs(logTail); !strings.Contains(log, key) || !strings.Contains(log, "permission denied") {
+	pod = tr.agentPod("crash-looping on the unreadable key", func(p *corev1.Pod) bool { return framework.PodRestarts(p) >= 1 })
+	if log := tr.agents.Logs(); !strings.Contains(log, key) || !strings.Contains(log, "permission denied") {
 		t.Errorf("the agent's log does not name %s as unreadable:\n%s", key, log)
 	}
 	if podReady(pod) {
@@ -138,7 +138,7 @@ func TestBadInputSaysWhyAndRecovers(t *testing.T) {
 		return true, nil
 	})
 	// From here on, frozen etcd or apiserver included, the agent keeps running.
-	tr.expectRestarts(restarts(pod), unreadable)
+	tr.agents.ExpectRestarts(framework.PodRestarts(pod), unreadable)
 
 	// The local etcd frozen: the agent keeps running (liveness is its own), its readiness names
 	// etcd, and it is ready again once etcd answers.

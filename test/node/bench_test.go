@@ -450,13 +450,13 @@ func (b *podBench) createNodes() {
 func (b *podBench) handOff() {
 	tr := b.tr
 	pod := tr.agentPod("Ready", podReady)
-	before := restarts(pod)
-	tr.expectRestarts(before+1, "handOff SIGTERMs the leading pod agent once, so that a host agent takes the Lease")
+	before := framework.PodRestarts(pod)
+	tr.agents.ExpectRestarts(before+1, "handOff SIGTERMs the leading pod agent once, so that a host agent takes the Lease")
 	pid := tr.node.ContainerPID(tr.t, pod.Status.ContainerStatuses[0].ContainerID)
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		tr.t.Fatalf("SIGTERM %d: %v", pid, err)
 	}
-	tr.agentPod("Ready again", func(p *corev1.Pod) bool { return podReady(p) && restarts(p) > before })
+	tr.agentPod("Ready again", func(p *corev1.Pod) bool { return podReady(p) && framework.PodRestarts(p) > before })
 	if leader := tr.api.LeaderAgent(tr.t); leader == tr.podIdentity() {
 		tr.t.Fatalf("the restarted pod agent leads again: no new term to measure")
 	}

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -28,11 +27,9 @@ import (
 const (
 	callTimeout = 10 * time.Second
 	// settle bounds a registration, a leave or a restart under the kubelet.
-	settle    = 60 * time.Second
-	pollEvery = 200 * time.Millisecond
-	// shippedImage is the image reference deploy/ ships, which the tests replace, and nothing else.
-	shippedImage = "ghcr.io/etcdmember/kubectl-etcdmember:v0.1.0"
-	agentLabel   = "app.kubernetes.io/name=etcdmember-agent"
+	settle     = 60 * time.Second
+	pollEvery  = 200 * time.Millisecond
+	agentLabel = "app.kubernetes.io/name=etcdmember-agent"
 )
 
 func TestMain(m *testing.M) {
@@ -52,7 +49,7 @@ type tier struct {
 	nodes  []*framework.KubeletNode
 	cs     kubernetes.Interface
 	client client.Client
-	watch  agentWatch
+	agents *framework.AgentPods
 }
 
 // newTier starts the tier with node-1 the one kubelet node.
@@ -63,7 +60,8 @@ func newTier(t *testing.T) *tier {
 
 // startTier starts the tier with the first kubelets members' nodes as kubelet nodes: node-1's in
 // the tier's own namespaces, each other one in namespaces of its own with its etcd member inside.
-// Every agent pod is watched until the test ends (watchAgents).
+// Every agent pod is watched until the test ends (framework.WatchAgentPods): a restart the test
+// does not expect (tr.agents.ExpectRestarts) fails it.
 func startTier(t *testing.T, kubelets int) *tier {
 	t.Helper()
 	var apart []string
@@ -76,7 +74,7 @@ func startTier(t *testing.T, kubelets int) *tier {
 		tr.nodes = append(tr.nodes, nc.StartKubeletNode(t, m))
 	}
 	tr.node = tr.nodes[0]
-	tr.watchAgents()
+	tr.agents = framework.WatchAgentPods(t, tr.cs, agentLabel, tr.podLogDirs)
 	tr.api.InstallEtcdmember(t)
 	return tr
 }
@@ -84,18 +82,7 @@ func startTier(t *testing.T, kubelets int) *tier {
 // manifest reads a file of deploy/ with the image reference replaced, and nothing else changed.
 func (tr *tier) manifest(rel, image string) string {
 	tr.t.Helper()
-	root, ok := framework.RepoRoot()
-	if !ok {
-		tr.t.Fatal("repository root not found")
-	}
-	data, err := os.ReadFile(filepath.Join(root, "deploy", rel))
-	if err != nil {
-		tr.t.Fatal(err)
-	}
-	if strings.Count(string(data), shippedImage) != 1 {
-		tr.t.Fatalf("deploy/%s: expected the image %s exactly once", rel, shippedImage)
-	}
-	return strings.Replace(string(data), shippedImage, image, 1)
+	return framework.ShippedManifest(tr.t, rel, image)
 }
 
 // applyDaemonSet applies deploy/daemonset with only the image changed, and returns when.
@@ -189,12 +176,23 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-func restarts(p *corev1.Pod) int32 {
-	var n int32
-	for _, c := range p.Status.ContainerStatuses {
-		n += c.RestartCount
+// podLogDirs is each kubelet node's podLogsDir, by node name.
+func (tr *tier) podLogDirs() map[string]string {
+	dirs := map[string]string{}
+	for _, n := range tr.nodes {
+		dirs[n.Name] = n.PodLogDir()
 	}
-	return n
+	return dirs
+}
+
+// kubeletNode is the tier's kubelet node name, or nil.
+func (tr *tier) kubeletNode(name string) *framework.KubeletNode {
+	for _, n := range tr.nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
 }
 
 // member waits for the EtcdMember name to satisfy ok and returns it.

@@ -2,7 +2,8 @@
 // that `make dist` produced, without a Docker daemon or a base image: `imagebuild build` writes an
 // OCI layout (a multi-platform index) and one docker-loadable tarball per platform; `imagebuild
 // inspect` reads either back as JSON, and can extract a file, for test/packaging; `imagebuild pause`
-// writes the sandbox image of the node tier's kubelets (test/framework), which no registry serves here.
+// writes the sandbox image of the node tier's kubelets (test/framework), and `imagebuild component`
+// the control-plane images of the kubeadm tier, which no registry serves here.
 //
 // It is a module of its own so that go-containerregistry never enters the root go.mod.
 package main
@@ -14,7 +15,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: imagebuild build|inspect|pause [flags]")
+		fmt.Fprintln(os.Stderr, "usage: imagebuild build|inspect|pause|component [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -25,8 +26,10 @@ func main() {
 		err = runInspect(os.Args[2:], os.Stdout)
 	case "pause":
 		err = runPause(os.Args[2:])
+	case "component":
+		err = runComponent(os.Args[2:])
 	default:
-		err = fmt.Errorf("unknown mode %q: want build, inspect or pause", os.Args[1])
+		err = fmt.Errorf("unknown mode %q: want build, inspect, pause or component", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "imagebuild:", err)

@@ -1,0 +1,333 @@
+package kubeadm
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
+)
+
+const (
+	// criSocket is kubeadm's default containerd address; each node has its own /run.
+	criSocket = "unix:///run/containerd/containerd.sock"
+	// sandboxImage is the pause image kubeadm v1.37 names (PauseVersion): it warns when
+	// containerd runs another.
+	sandboxImage = "registry.k8s.io/pause:3.10.2"
+	// kubeadmTimeout bounds one kubeadm command: its own waits are 4 minutes for the kubelet and
+	// the control plane, 2 for etcd.
+	kubeadmTimeout = 6 * time.Minute
+)
+
+// privateDirs are where kubeadm, the kubelet and etcd write at fixed paths: each node has its own,
+// on the test's disk, readable from the tier (HostPath) for a failure's logs.
+var privateDirs = []string{"/etc/kubernetes", "/var/lib/kubelet", "/var/lib/etcd", "/var/log/pods",
+	// The static pod agent's kubeconfig (docs/runbooks.md, "Install on kubeadm").
+	"/etc/etcdmember"}
+
+// Node is one control-plane machine: namespaces of its own, its own containerd holding the images
+// kubeadm's manifests name and the agent's, and a kubelet that the harness starts from the files
+// kubeadm writes, as the kubelet's systemd unit and kubeadm's drop-in would. kubeadm runs in the
+// node's namespaces, as an operator runs it on the machine.
+type Node struct {
+	Name string
+	IP   string
+	// AgentImage is the image of make image, as imported into the node's containerd.
+	AgentImage string
+	// EtcdImageTag is the tag of the etcd image the node holds (make kubeadmbin).
+	EtcdImageTag string
+
+	ns         *framework.NodeNamespaces
+	dir        string
+	cgroup     string
+	containerd *framework.Containerd
+
+	mu      sync.Mutex
+	kubelet *framework.Process
+	proxy   *framework.Process
+}
+
+// NewNode makes a machine named name with containerd running and every image imported; the
+// kubelet starts when kubeadm has configured it (Kubeadm). Everything is stopped and removed at
+// t's cleanup.
+func NewNode(t framework.TB, name string) *Node {
+	t.Helper()
+	ns := framework.NewNodeNamespacesWith(t, framework.NodeOptions{Private: privateDirs, Name: name})
+	n := &Node{Name: name, IP: ns.IP, ns: ns, dir: t.TempDir()}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// kubeadm's preflight requires forwarding; the setting is the node's network namespace's.
+	if out, err := ns.Run(ctx, "sysctl", "-qw", "net.ipv4.ip_forward=1"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	n.cgroup = framework.NodeCgroup(t, name)
+	// Registered before the processes start, so it runs after their own cleanups have killed them
+	// and printed their logs.
+	t.Cleanup(func() {
+		if err := n.tearDown(); err != nil {
+			t.Logf("node %s cleanup: %v", name, err)
+		}
+		if t.Failed() {
+			t.Logf("node %s: kubeadm's output and the static pods' logs:\n%s", name, n.logs(t, framework.LogTailLines))
+		}
+	})
+	n.containerd = framework.StartContainerd(t, framework.ContainerdOptions{Node: name, Dir: n.dir,
+		Run: "/run/containerd", Socket: strings.TrimPrefix(criSocket, "unix://"), SandboxImage: sandboxImage, Namespaces: ns})
+	n.importImages(t)
+	return n
+}
+
+// importImages loads the control plane's images and the agent's; kubeadm's manifests pull
+// IfNotPresent and the tier's configuration Never, so nothing is pulled.
+func (n *Node) importImages(t framework.TB) {
+	t.Helper()
+	tars, err := filepath.Glob(filepath.Join(framework.BinDir(), "kubeadm-images", "*.tar"))
+	if err != nil || len(tars) == 0 {
+		t.Fatalf("no images in bin/kubeadm-images: run \"make kubeadmbin\"")
+	}
+	root, ok := framework.RepoRoot()
+	if !ok {
+		t.Fatalf("cannot find the repository root above the working directory")
+	}
+	agentTar := filepath.Join(root, "dist", "image_linux_"+runtime.GOARCH+".tar")
+	if _, err := os.Stat(agentTar); err != nil {
+		t.Fatalf("the agent image %s is missing: run \"make image\"", agentTar)
+	}
+	for _, ref := range n.containerd.Import(t, append(tars, agentTar)...) {
+		switch {
+		case strings.Contains(ref, "/kubectl-etcdmember:"):
+			n.AgentImage = ref
+		case strings.HasPrefix(ref, "registry.k8s.io/etcd:"):
+			n.EtcdImageTag = strings.TrimPrefix(ref, "registry.k8s.io/etcd:")
+		}
+	}
+	if n.AgentImage == "" || n.EtcdImageTag == "" {
+		t.Fatalf("node %s: the agent image or etcd's is missing after importing %v", n.Name, append(tars, agentTar))
+	}
+}
+
+// HostPath is where the tier reads one of the node's files under its private directories.
+func (n *Node) HostPath(t framework.TB, path string) string {
+	t.Helper()
+	return n.ns.HostPath(t, path)
+}
+
+// Kubeadm runs `kubeadm args...` on the node to its end, its output appended to the node's
+// kubeadm.log, and returns that output. During init and join it also does what kubeadm asks of
+// the init system (systemd is installed here, but not running, so kubeadm only warns): it starts
+// the kubelet once kubeadm has written its configuration, and again whenever it exits, as the
+// kubelet's unit does with Restart=always.
+func (n *Node) Kubeadm(t framework.TB, args ...string) (string, error) {
+	t.Helper()
+	out, _, err := n.kubeadm(t, args...)
+	return out, err
+}
+
+// kubeadm is Kubeadm that also returns what kubeadm wrote to its standard output alone: a
+// command's product (a kubeconfig), without the warnings it writes to standard error.
+func (n *Node) kubeadm(t framework.TB, args ...string) (combined, stdout string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), kubeadmTimeout)
+	defer cancel()
+	argv := append(n.ns.Command(), "env", "PATH="+framework.BinDir()+":"+os.Getenv("PATH"),
+		framework.Binary(t, "kubeadm"))
+	argv = append(argv, args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	var all lockedBuffer
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(&all, &out), &all
+	if err := cmd.Start(); err != nil {
+		return "", "", fmt.Errorf("kubeadm on %s: %w", n.Name, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for waiting := true; waiting; {
+		select {
+		case err = <-done:
+			waiting = false
+		case <-time.After(200 * time.Millisecond):
+			if len(args) > 0 && (args[0] == "init" || args[0] == "join") {
+				n.startKubeletWhenConfigured(t)
+			}
+		}
+	}
+	combined = all.String()
+	n.log(t, "kubeadm "+strings.Join(args, " "), combined)
+	if err != nil {
+		return combined, out.String(), fmt.Errorf("kubeadm %s on %s: %w (its output: %s)", strings.Join(args, " "), n.Name,
+			err, filepath.Join(n.dir, "kubeadm.log"))
+	}
+	return combined, out.String(), nil
+}
+
+// lockedBuffer takes kubeadm's standard output and error, which exec copies from two goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// MustKubeadm is Kubeadm that fails t when kubeadm does.
+func (n *Node) MustKubeadm(t framework.TB, args ...string) string {
+	t.Helper()
+	out, err := n.Kubeadm(t, args...)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	return out
+}
+
+func (n *Node) log(t framework.TB, what, out string) {
+	f, err := os.OpenFile(filepath.Join(n.dir, "kubeadm.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Logf("node %s: %v", n.Name, err)
+		return
+	}
+	defer func() { _ = f.Close() }()
+	_, _ = fmt.Fprintf(f, "=== %s %s\n%s", time.Now().Format(time.RFC3339Nano), what, out)
+}
+
+// kubeletFlagsFile is where kubeadm writes the flags of this node's kubelet (KUBELET_KUBEADM_ARGS).
+const kubeletFlagsFile = "/var/lib/kubelet/kubeadm-flags.env"
+
+// startKubeletWhenConfigured starts the kubelet once kubeadm has written its configuration and
+// flags, unless it runs: what `systemctl restart kubelet` does in kubeadm's kubelet-start phase. A
+// kubelet that read a file kubeadm was still writing exits, and starts again here.
+func (n *Node) startKubeletWhenConfigured(t framework.TB) {
+	t.Helper()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.kubelet != nil && n.kubelet.Exited() == nil {
+		return
+	}
+	flags, err := kubeadmFlags(n.ns.HostPath(t, kubeletFlagsFile))
+	if err != nil {
+		return // not written yet
+	}
+	if _, err := os.Stat(n.ns.HostPath(t, "/var/lib/kubelet/config.yaml")); err != nil {
+		return
+	}
+	// The flags of kubeadm's systemd drop-in (10-kubeadm.conf), and the node's own cgroup: the
+	// cluster-wide KubeletConfiguration cannot give each node its own.
+	argv := append([]string{framework.Binary(t, "kubelet"),
+		"--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf", "--kubeconfig=/etc/kubernetes/kubelet.conf",
+		"--config=/var/lib/kubelet/config.yaml", "--cgroup-root=/" + n.cgroup}, flags...)
+	if n.kubelet == nil {
+		n.kubelet = n.ns.Start(t, "kubelet "+n.Name, filepath.Join(n.dir, "kubelet.log"), argv...)
+		return
+	}
+	if err := n.kubelet.Restart(); err != nil {
+		t.Logf("node %s: restarting the kubelet: %v", n.Name, err)
+	}
+}
+
+// kubeadmFlags reads KUBELET_KUBEADM_ARGS="..." from kubeadm-flags.env: flags without spaces in
+// their values, which is all kubeadm writes.
+func kubeadmFlags(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "KUBELET_KUBEADM_ARGS="); ok {
+			return strings.Fields(strings.Trim(v, `"`)), nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%s: no KUBELET_KUBEADM_ARGS", path)
+}
+
+// StopKubelet stops the node's kubelet, as `systemctl stop kubelet` would: kubeadm reset asks
+// for that and, finding no init system, only warns.
+func (n *Node) StopKubelet(t framework.TB) {
+	t.Helper()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.kubelet == nil {
+		return
+	}
+	if err := n.kubelet.Stop(); err != nil {
+		t.Fatalf("node %s: %v", n.Name, err)
+	}
+}
+
+// logs are the last lines of kubeadm's output on the node and of every container's log the
+// kubelet kept (etcd, the control plane, the agent), as kinder keeps each node's logs when a task
+// fails.
+func (n *Node) logs(t framework.TB, lines int) string {
+	var b strings.Builder
+	b.WriteString(framework.LogTail("kubeadm "+n.Name, filepath.Join(n.dir, "kubeadm.log"), lines))
+	pods := n.HostPath(t, "/var/log/pods")
+	_ = filepath.WalkDir(pods, func(path string, d fs.DirEntry, err error) error {
+		// A log the kubelet removed meanwhile is skipped: the dump goes on.
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		rel, _ := filepath.Rel(pods, path)
+		b.WriteString(framework.LogTail(n.Name+" "+rel, path, lines))
+		return nil
+	})
+	return b.String()
+}
+
+// StartProxy runs the node's kube-proxy as a process of the node, with kubeconfig: kubeadm's
+// kube-proxy addon is skipped (proxy.disabled), since its image would need nftables' libraries.
+// It routes the "kubernetes" Service, through which the agent pods reach the API.
+func (n *Node) StartProxy(t framework.TB, kubeconfig string) {
+	t.Helper()
+	path := filepath.Join(n.dir, "kube-proxy.yaml")
+	if err := os.WriteFile(path, []byte(framework.KubeProxyConfig(kubeconfig, n.Name, n.IP)), 0o644); err != nil {
+		t.Fatalf("node %s: %v", n.Name, err)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.proxy = n.ns.Start(t, "kube-proxy "+n.Name, filepath.Join(n.dir, "kube-proxy.log"), framework.Binary(t, "kube-proxy"), "--config="+path)
+}
+
+// KubeletLog is the kubelet's log, across its restarts.
+func (n *Node) KubeletLog() string { return filepath.Join(n.dir, "kubelet.log") }
+
+// tearDown kills what is left of the node: the kubelet first, so that it restarts nothing, then
+// the containers and containerd; the node's cgroup goes last. The namespaces go with the holder.
+func (n *Node) tearDown() error {
+	var errs []error
+	n.mu.Lock()
+	if n.kubelet != nil {
+		errs = append(errs, n.kubelet.Kill())
+	}
+	if n.proxy != nil {
+		errs = append(errs, n.proxy.Kill())
+	}
+	n.mu.Unlock()
+	if n.containerd != nil {
+		n.containerd.KillContainers(n.cgroup)
+		errs = append(errs, n.containerd.Kill())
+	}
+	errs = append(errs, framework.RemoveNodeCgroup(n.cgroup))
+	return errors.Join(errs...)
+}

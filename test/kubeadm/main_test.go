@@ -1,0 +1,152 @@
+// Package kubeadm runs etcdmember on the control plane operators build: kubeadm v1.37 itself
+// initializes node-1 with stacked etcd and joins node-2 and node-3 as control-plane nodes, each in
+// namespaces of its own (test/framework/kubeadm), with etcd and the control plane as kubeadm's
+// static pods under real kubelets. Like kinder's workflows, one cluster is built once, and the
+// tasks run on it in order, each a subtest; a task that fails stops the ones after it.
+package kubeadm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
+	tier "github.com/etcdmember/kubectl-etcdmember/test/framework/kubeadm"
+)
+
+const (
+	// settle bounds a registration, a leave or a restart under the kubelet.
+	settle     = 60 * time.Second
+	pollEvery  = 200 * time.Millisecond
+	agentLabel = "app.kubernetes.io/name=etcdmember-agent"
+)
+
+func TestMain(m *testing.M) {
+	logf.SetLogger(logr.Discard())
+	os.Exit(framework.RunInNodeNamespace(m))
+}
+
+// workflow is the cluster the tasks share, and the test that runs the current task.
+type workflow struct {
+	t       *testing.T
+	cluster *tier.Cluster
+	nodes   []*tier.Node
+	admin   framework.Admin
+	cs      kubernetes.Interface
+	client  client.Client
+	agents  *framework.AgentPods
+}
+
+// newWorkflow makes the three machines and runs `kubeadm init` on node-1; the tasks join the
+// others. Every agent pod is watched from then on until the test ends: a restart no task expects
+// fails it.
+func newWorkflow(t *testing.T) *workflow {
+	t.Helper()
+	w := &workflow{t: t}
+	for i := 1; i <= 3; i++ {
+		w.nodes = append(w.nodes, tier.NewNode(t, fmt.Sprintf("node-%d", i)))
+	}
+	start := time.Now()
+	w.cluster = tier.Init(t, w.nodes[0])
+	t.Logf("kubeadm init on node-1: %s", time.Since(start).Round(100*time.Millisecond))
+	w.admin = w.cluster.Admin(t)
+	w.cs = w.admin.Clientset(t)
+	w.client = w.admin.ObjectClient(t, 50)
+	w.agents = framework.WatchAgentPods(t, w.cs, agentLabel, w.podLogDirs)
+	return w
+}
+
+// run runs the tasks in order, each a subtest of w's test; a task that fails stops the rest, whose
+// cluster would not be the one they expect.
+func (w *workflow) run(tasks ...task) {
+	parent := w.t
+	for _, tk := range tasks {
+		if !parent.Run(tk.name, func(t *testing.T) {
+			w.t = t
+			tk.run(w)
+		}) {
+			parent.Fatalf("task %q failed; the tasks after it did not run", tk.name)
+		}
+	}
+	w.t = parent
+}
+
+type task struct {
+	name string
+	run  func(*workflow)
+}
+
+// podLogDirs is each node's podLogsDir (kubeadm's kubelet default, /var/log/pods), by node name.
+func (w *workflow) podLogDirs() map[string]string {
+	dirs := map[string]string{}
+	for _, n := range w.nodes {
+		dirs[n.Name] = n.HostPath(w.t, "/var/log/pods")
+	}
+	return dirs
+}
+
+// applyManifest applies deploy/rel with only the image changed.
+func (w *workflow) applyManifest(rel string) {
+	w.t.Helper()
+	path := filepath.Join(w.t.TempDir(), filepath.Base(rel))
+	if err := os.WriteFile(path, []byte(framework.ShippedManifest(w.t, rel, w.nodes[0].AgentImage)), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+	w.admin.MustKubectl(w.t, "apply", "-f", path)
+}
+
+// member waits for the EtcdMember name to satisfy ok and returns it.
+func (w *workflow) member(name, what string, ok func(*v1alpha1.EtcdMember) bool) *v1alpha1.EtcdMember {
+	w.t.Helper()
+	m := &v1alpha1.EtcdMember{}
+	framework.Eventually(w.t, settle, pollEvery, "EtcdMember "+name+" "+what, func(ctx context.Context) (bool, error) {
+		if err := w.client.Get(ctx, client.ObjectKey{Name: name}, m); err != nil {
+			return false, nil
+		}
+		return ok(m), nil
+	})
+	return m
+}
+
+// agentPodsReady waits until each of nodes runs a Ready agent pod.
+func (w *workflow) agentPodsReady(nodes ...*tier.Node) {
+	w.t.Helper()
+	framework.Eventually(w.t, settle, pollEvery, "a Ready agent pod on each node", func(ctx context.Context) (bool, error) {
+		pods, err := w.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: agentLabel})
+		if err != nil {
+			return false, err
+		}
+		ready := map[string]bool{}
+		for i := range pods.Items {
+			if p := &pods.Items[i]; p.DeletionTimestamp == nil && podReady(p) {
+				ready[p.Spec.NodeName] = true
+			}
+		}
+		for _, n := range nodes {
+			if !ready[n.Name] {
+				return false, fmt.Errorf("none Ready on %s (%d pods)", n.Name, len(pods.Items))
+			}
+		}
+		return true, nil
+	})
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
