@@ -43,15 +43,16 @@ var overlaidDirs = []string{"/etc", "/var", "/run"}
 // its result. Outside the namespace it needs root; it takes the machine's node tier lock, restores
 // what an earlier killed run left, records the host's state, runs the binary again inside fresh
 // namespaces, then restores and checks the host (RestoreHost), failing the run when anything
-// differs.
-func RunInNodeNamespace(m interface{ Run() int }) int {
+// differs. pkg names the package in the line on its slowest etcd request
+// (ReportSlowestEtcdRequest).
+func RunInNodeNamespace(m interface{ Run() int }, pkg string) int {
 	if dir := os.Getenv(nodeNamespaceEnv); dir != "" {
 		if err := setUpNodeNamespace(dir); err != nil {
 			fmt.Fprintf(os.Stderr, "node tier namespace: %v\n", err)
 			return 1
 		}
 		code := m.Run()
-		ReportSlowestEtcdRequest("test/node")
+		ReportSlowestEtcdRequest(pkg)
 		return code
 	}
 	if os.Geteuid() != 0 {

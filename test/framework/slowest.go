@@ -26,6 +26,11 @@ var slowest struct {
 // slowRequestMessage is what etcd logs about a request over its expected duration.
 const slowRequestMessage = "apply request took too long"
 
+// NoteSlowEtcdRequests reads the log of an etcd member that the framework did not start (a
+// kubelet's container log of a static pod, each line behind the runtime's prefix) for its slow
+// requests, as the framework reads its own members'.
+func NoteSlowEtcdRequests(test, member, logPath string) { noteSlowRequests(test, member, logPath) }
+
 // noteSlowRequests reads a member's log for its slow requests.
 func noteSlowRequests(test, member, logPath string) {
 	f, err := os.Open(logPath)
@@ -36,21 +41,8 @@ func noteSlowRequests(test, member, logPath string) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 	for sc.Scan() {
-		line := sc.Bytes()
-		if !strings.Contains(string(line), slowRequestMessage) {
-			continue
-		}
-		var rec struct {
-			Took     string `json:"took"`
-			Prefix   string `json:"prefix"`
-			Request  string `json:"request"`
-			Response string `json:"response"`
-		}
-		if json.Unmarshal(line, &rec) != nil {
-			continue
-		}
-		took, err := time.ParseDuration(rec.Took)
-		if err != nil {
+		took, record, ok := parseSlowRequest(sc.Text())
+		if !ok {
 			continue
 		}
 		slowest.mu.Lock()
@@ -58,10 +50,36 @@ func noteSlowRequests(test, member, logPath string) {
 		if took > slowest.took {
 			slowest.took = took
 			slowest.where = fmt.Sprintf("member %s of %s", member, test)
-			slowest.record = strings.TrimSpace(rec.Prefix + rec.Request)
+			slowest.record = record
 		}
 		slowest.mu.Unlock()
 	}
+}
+
+// parseSlowRequest reads one line of an etcd log: what a request over etcd's expected duration
+// took, and the request, if the line reports one. A container log's line is "<time> <stream>
+// <tag> <the line etcd wrote>".
+func parseSlowRequest(line string) (time.Duration, string, bool) {
+	if !strings.Contains(line, slowRequestMessage) {
+		return 0, "", false
+	}
+	if i := strings.IndexByte(line, '{'); i > 0 {
+		line = line[i:]
+	}
+	var rec struct {
+		Took     string `json:"took"`
+		Prefix   string `json:"prefix"`
+		Request  string `json:"request"`
+		Response string `json:"response"`
+	}
+	if json.Unmarshal([]byte(line), &rec) != nil {
+		return 0, "", false
+	}
+	took, err := time.ParseDuration(rec.Took)
+	if err != nil {
+		return 0, "", false
+	}
+	return took, strings.TrimSpace(rec.Prefix + rec.Request), true
 }
 
 // SlowestLogEnv names a file that ReportSlowestEtcdRequest appends its line to: go test shows a

@@ -34,7 +34,7 @@ const (
 
 func TestMain(m *testing.M) {
 	logf.SetLogger(logr.Discard())
-	os.Exit(framework.RunInNodeNamespace(m))
+	os.Exit(framework.RunInNodeNamespace(m, "test/kubeadm"))
 }
 
 // workflow is the cluster the tasks share, and the test that runs the current task.

@@ -34,7 +34,7 @@ const (
 
 func TestMain(m *testing.M) {
 	logf.SetLogger(logr.Discard())
-	os.Exit(framework.RunInNodeNamespace(m))
+	os.Exit(framework.RunInNodeNamespace(m, "test/node"))
 }
 
 // tier is one test's cluster: three etcd members on the tier's addresses, the control plane, the

@@ -74,6 +74,7 @@ func NewNode(t framework.TB, name string) *Node {
 	// Registered before the processes start, so it runs after their own cleanups have killed them
 	// and printed their logs.
 	t.Cleanup(func() {
+		n.noteSlowEtcdRequests(t)
 		if err := n.tearDown(); err != nil {
 			t.Logf("node %s cleanup: %v", name, err)
 		}
@@ -307,6 +308,15 @@ func (n *Node) StartProxy(t framework.TB, kubeconfig string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.proxy = n.ns.Start(t, "kube-proxy "+n.Name, filepath.Join(n.dir, "kube-proxy.log"), framework.Binary(t, "kube-proxy"), "--config="+path)
+}
+
+// noteSlowEtcdRequests keeps the slowest request of the node's etcd member, from its static pod's
+// container logs, as the framework keeps its own members'.
+func (n *Node) noteSlowEtcdRequests(t framework.TB) {
+	logs, _ := filepath.Glob(filepath.Join(n.ns.HostPath(t, "/var/log/pods"), "kube-system_etcd-*", "etcd", "*.log"))
+	for _, path := range logs {
+		framework.NoteSlowEtcdRequests(t.Name(), n.Name, path)
+	}
 }
 
 // KubeletLog is the kubelet's log, across its restarts.
