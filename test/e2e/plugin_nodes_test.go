@@ -106,7 +106,7 @@ func TestPluginNodesList(t *testing.T) {
 		ctx, stop := context.WithTimeout(context.Background(), time.Minute)
 		defer stop()
 		watch := e.api.PluginCommand(t, ctx, nil, "list", "-w", "--kubeconfig", viewer)
-		var stdout, stderr lockedBuffer
+		var stdout, stderr framework.LockedBuffer
 		watch.Stdout, watch.Stderr = &stdout, &stderr
 		if err := watch.Start(); err != nil {
 			t.Fatal(err)

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -396,7 +394,7 @@ func TestPluginLeave(t *testing.T) {
 	watchCtx, stopWatch := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer stopWatch()
 	watch := e.api.PluginCommand(t, watchCtx, nil, "list", "-w")
-	var watched lockedBuffer
+	var watched framework.LockedBuffer
 	watch.Stdout = &watched
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)
@@ -506,7 +504,7 @@ func TestPluginLeaveRidesOutAPassingRefusal(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), settle)
 	defer cancel()
 	leave := e.api.PluginCommand(t, ctx, nil, "leave", target.Name, "--timeout", "45s")
-	var stdout, stderr lockedBuffer
+	var stdout, stderr framework.LockedBuffer
 	leave.Stdout, leave.Stderr = &stdout, &stderr
 	if err := leave.Start(); err != nil {
 		t.Fatal(err)
@@ -613,22 +611,4 @@ func TestPluginPruneStale(t *testing.T) {
 	if run.Code != 0 || !strings.Contains(run.Stderr, "Nothing to prune.") {
 		t.Errorf("prune-stale after pruning: %s", run.Output())
 	}
-}
-
-// lockedBuffer is an output buffer that a test can read while a command writes to it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

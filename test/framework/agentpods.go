@@ -17,6 +17,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
+// AgentSelector selects the agent pods of deploy/'s manifests, the DaemonSet's and the static pod.
+const AgentSelector = "app.kubernetes.io/name=etcdmember-agent"
+
 // agentWatchEvery is how often the agent pods' statuses are read for restarts. The kubelet keeps
 // one dead container per container, so the previous container's log is still there at the next
 // read.
@@ -28,9 +31,8 @@ const agentWatchEvery = time.Second
 // killed or cannot start, never as a leader that lost its Lease (it stands by and campaigns
 // again), so a test expects no restart unless it says why (issue #48).
 type AgentPods struct {
-	t        errorTB
-	cs       kubernetes.Interface
-	selector string
+	t  errorTB
+	cs kubernetes.Interface
 	// logDirs is each node's podLogsDir by node name, read when it is needed: a tier may add
 	// nodes after the watch starts.
 	logDirs func() map[string]string
@@ -43,13 +45,13 @@ type AgentPods struct {
 	why  string
 }
 
-// WatchAgentPods follows the pods of kube-system that selector matches until the test ends, and
+// WatchAgentPods follows the agent pods (AgentSelector) of kube-system until the test ends, and
 // reports each restart with how the previous container ended and what it wrote. At the end it
 // checks their restarts against ExpectRestarts (none unless said) and, when the test failed,
 // prints every agent container's log on every node. Started once the kubelets run, its cleanup
 // runs before theirs and the apiserver's.
-func WatchAgentPods(t errorTB, cs kubernetes.Interface, selector string, logDirs func() map[string]string) *AgentPods {
-	w := &AgentPods{t: t, cs: cs, selector: selector, logDirs: logDirs, pods: map[types.UID]*corev1.Pod{}}
+func WatchAgentPods(t errorTB, cs kubernetes.Interface, logDirs func() map[string]string) *AgentPods {
+	w := &AgentPods{t: t, cs: cs, logDirs: logDirs, pods: map[types.UID]*corev1.Pod{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -99,7 +101,7 @@ func (w *AgentPods) ExpectRestarts(n int32, why string) {
 func (w *AgentPods) observe(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	pods, err := w.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: w.selector})
+	pods, err := w.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: AgentSelector})
 	if err != nil {
 		return
 	}
@@ -128,6 +130,16 @@ func containerRestarts(p *corev1.Pod, name string) int32 {
 		}
 	}
 	return 0
+}
+
+// PodReady tells whether p's Ready condition is True.
+func PodReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // PodRestarts is the sum of the restart counts of p's containers.

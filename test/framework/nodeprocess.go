@@ -1,13 +1,11 @@
 package framework
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
 )
 
 // Process is a long-running program a tier starts for a test as a machine's init system would (a
@@ -51,15 +49,6 @@ func (p *Process) Kill() error { return p.p.kill() }
 
 // Exited says why the last run ended, or nil while it runs.
 func (p *Process) Exited() error { return p.p.exited() }
-
-// LogPath is the process's log.
-func (p *Process) LogPath() string { return p.p.logPath }
-
-// WaitReady polls check until it succeeds, failing t when timeout passes or the process exits.
-func (p *Process) WaitReady(t TB, timeout time.Duration, what string, check func(context.Context) error) {
-	t.Helper()
-	p.p.waitReady(t, timeout, what, check)
-}
 
 // NodeCgroup makes the cgroup under which a node's kubelet runs its pods (its cgroupRoot), in
 // every hierarchy, and returns its name: nothing of one node's kubelet is under another's, and the

@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -111,4 +112,18 @@ func MemberEvents(ctx context.Context, c client.Client, name, reason string) ([]
 		}
 	}
 	return out, nil
+}
+
+// WaitEtcdMember waits up to timeout for the EtcdMember name to satisfy ok, reading it every
+// interval, and returns it; what says what ok waits for.
+func WaitEtcdMember(t TB, c client.Client, timeout, interval time.Duration, name, what string, ok func(*v1alpha1.EtcdMember) bool) *v1alpha1.EtcdMember {
+	t.Helper()
+	m := &v1alpha1.EtcdMember{}
+	Eventually(t, timeout, interval, "EtcdMember "+name+" "+what, func(ctx context.Context) (bool, error) {
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, m); err != nil {
+			return false, nil
+		}
+		return ok(m), nil
+	})
+	return m
 }

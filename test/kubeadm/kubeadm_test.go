@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -96,13 +97,13 @@ func (w *workflow) onlyNodeObjects() {
 		for _, m := range list.Items {
 			names = append(names, m.Name)
 		}
-		if len(names) != len(w.nodes) {
-			return false, fmt.Errorf("objects %v", names)
-		}
 		for _, n := range w.nodes {
-			if !strings.Contains(" "+strings.Join(names, " ")+" ", " "+n.Name+" ") {
+			if !slices.Contains(names, n.Name) {
 				return false, fmt.Errorf("objects %v", names)
 			}
+		}
+		if len(names) != len(w.nodes) {
+			return false, fmt.Errorf("objects %v", names)
 		}
 		return true, nil
 	})

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,9 +26,8 @@ import (
 
 const (
 	// settle bounds a registration, a leave or a restart under the kubelet.
-	settle     = 60 * time.Second
-	pollEvery  = 200 * time.Millisecond
-	agentLabel = "app.kubernetes.io/name=etcdmember-agent"
+	settle    = 60 * time.Second
+	pollEvery = 200 * time.Millisecond
 )
 
 func TestMain(m *testing.M) {
@@ -63,7 +61,7 @@ func newWorkflow(t *testing.T) *workflow {
 	w.admin = w.cluster.Admin(t)
 	w.cs = w.admin.Clientset(t)
 	w.client = w.admin.ObjectClient(t, 50)
-	w.agents = framework.WatchAgentPods(t, w.cs, agentLabel, w.podLogDirs)
+	w.agents = framework.WatchAgentPods(t, w.cs, w.podLogDirs)
 	return w
 }
 
@@ -109,27 +107,20 @@ func (w *workflow) applyManifest(rel string) {
 // member waits for the EtcdMember name to satisfy ok and returns it.
 func (w *workflow) member(name, what string, ok func(*v1alpha1.EtcdMember) bool) *v1alpha1.EtcdMember {
 	w.t.Helper()
-	m := &v1alpha1.EtcdMember{}
-	framework.Eventually(w.t, settle, pollEvery, "EtcdMember "+name+" "+what, func(ctx context.Context) (bool, error) {
-		if err := w.client.Get(ctx, client.ObjectKey{Name: name}, m); err != nil {
-			return false, nil
-		}
-		return ok(m), nil
-	})
-	return m
+	return framework.WaitEtcdMember(w.t, w.client, settle, pollEvery, name, what, ok)
 }
 
 // agentPodsReady waits until each of nodes runs a Ready agent pod.
 func (w *workflow) agentPodsReady(nodes ...*tier.Node) {
 	w.t.Helper()
 	framework.Eventually(w.t, settle, pollEvery, "a Ready agent pod on each node", func(ctx context.Context) (bool, error) {
-		pods, err := w.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: agentLabel})
+		pods, err := w.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: framework.AgentSelector})
 		if err != nil {
 			return false, err
 		}
 		ready := map[string]bool{}
 		for i := range pods.Items {
-			if p := &pods.Items[i]; p.DeletionTimestamp == nil && podReady(p) {
+			if p := &pods.Items[i]; p.DeletionTimestamp == nil && framework.PodReady(p) {
 				ready[p.Spec.NodeName] = true
 			}
 		}
@@ -140,13 +131,4 @@ func (w *workflow) agentPodsReady(nodes ...*tier.Node) {
 		}
 		return true, nil
 	})
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

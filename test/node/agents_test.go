@@ -35,7 +35,7 @@ func (tr *tier) hostAgents(names ...string) {
 func (tr *tier) installLeading() {
 	tr.t.Helper()
 	tr.applyDaemonSet(tr.node.AgentImage)
-	tr.agentPod("Ready", podReady)
+	tr.agentPod("Ready", framework.PodReady)
 	if leader := tr.api.LeaderAgent(tr.t); leader != tr.podIdentity() {
 		tr.t.Fatalf("the leader is %s, not the pod agent of %s (%s)", leader, tr.node.Name, tr.podIdentity())
 	}
@@ -183,7 +183,7 @@ func TestPodAgentCrash(t *testing.T) {
 	tr.agents.ExpectRestarts(1, "the test SIGKILLs the agent's process once")
 	tr.installLeading()
 	tr.discovered("node-3")
-	pod := tr.agentPod("Ready", podReady)
+	pod := tr.agentPod("Ready", framework.PodReady)
 	pid := tr.node.ContainerPID(t, pod.Status.ContainerStatuses[0].ContainerID)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("SIGKILL %d: %v", pid, err)
@@ -191,7 +191,7 @@ func TestPodAgentCrash(t *testing.T) {
 	killed := time.Now()
 	tr.askLeave("node-3")
 
-	tr.agentPod("Ready after a restart", func(p *corev1.Pod) bool { return podReady(p) && framework.PodRestarts(p) >= 1 })
+	tr.agentPod("Ready after a restart", func(p *corev1.Pod) bool { return framework.PodReady(p) && framework.PodRestarts(p) >= 1 })
 	t.Logf("SIGKILL to Ready again: %s", time.Since(killed).Round(10*time.Millisecond))
 	tr.removedOnce("node-3")
 	tr.assertMembers("node-1", "node-2")
@@ -217,7 +217,7 @@ func TestPodAgentWedged(t *testing.T) {
 	tr.installLeading()
 	tr.hostAgents("node-2")
 	tr.discovered("node-3")
-	pod := tr.agentPod("Ready", podReady)
+	pod := tr.agentPod("Ready", framework.PodReady)
 	pid := tr.node.ContainerPID(t, pod.Status.ContainerStatuses[0].ContainerID)
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatalf("SIGSTOP %d: %v", pid, err)
@@ -234,6 +234,6 @@ func TestPodAgentWedged(t *testing.T) {
 		t.Errorf("the frozen agent was replaced %s after SIGSTOP, bound %s", replaced, livenessWindow+terminationGrace+restartSlack)
 	}
 	tr.removedOnce("node-3")
-	tr.agentPod("Ready", podReady)
+	tr.agentPod("Ready", framework.PodReady)
 	tr.assertMembers("node-1", "node-2")
 }

@@ -107,7 +107,7 @@ func TestBadInputSaysWhyAndRecovers(t *testing.T) {
 	if err := os.Rename(cert+".away", cert); err != nil {
 		t.Fatal(err)
 	}
-	tr.agentPod("Ready once the certificate is back", podReady)
+	tr.agentPod("Ready once the certificate is back", framework.PodReady)
 
 	// Unreadable: root without capabilities cannot read a 0000 file; the agent refuses to start and
 	// says which file, and starts once it can read it. It exits each time by design: the restarts
@@ -123,15 +123,15 @@ func TestBadInputSaysWhyAndRecovers(t *testing.T) {
 	if log := tr.agents.Logs(); !strings.Contains(log, key) || !strings.Contains(log, "permission denied") {
 		t.Errorf("the agent's log does not name %s as unreadable:\n%s", key, log)
 	}
-	if podReady(pod) {
+	if framework.PodReady(pod) {
 		t.Errorf("the agent pod is Ready with an unreadable key")
 	}
 	if err := os.Chmod(key, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	framework.Eventually(t, recovery, pollEvery, "the agent pod Ready once the key is readable", func(ctx context.Context) (bool, error) {
-		pods, err := tr.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: agentLabel})
-		if err != nil || len(pods.Items) != 1 || !podReady(&pods.Items[0]) {
+		pods, err := tr.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: framework.AgentSelector})
+		if err != nil || len(pods.Items) != 1 || !framework.PodReady(&pods.Items[0]) {
 			return false, err
 		}
 		pod = &pods.Items[0]
@@ -156,7 +156,7 @@ func TestBadInputSaysWhyAndRecovers(t *testing.T) {
 	t.Logf("apiserver frozen: %s", why)
 	tr.api.Resume(t)
 	tr.waitReadyz()
-	tr.agentPod("Ready after the outages", podReady)
+	tr.agentPod("Ready after the outages", framework.PodReady)
 
 	tr.assertMembers(members...)
 }

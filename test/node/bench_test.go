@@ -71,7 +71,7 @@ func TestBenchAgentPod(t *testing.T) {
 	b.tr = tr
 
 	applied := tr.applyDaemonSet(tr.node.AgentImage)
-	pod := tr.agentPod("Ready", podReady)
+	pod := tr.agentPod("Ready", framework.PodReady)
 	b.readySeen = time.Since(applied)
 	b.readyCondition = readySince(pod).Sub(applied)
 	if leader := tr.api.LeaderAgent(t); leader != tr.podIdentity() {
@@ -449,14 +449,14 @@ func (b *podBench) createNodes() {
 // does: SIGTERM to the agent (it releases the Lease), which the kubelet restarts as a follower.
 func (b *podBench) handOff() {
 	tr := b.tr
-	pod := tr.agentPod("Ready", podReady)
+	pod := tr.agentPod("Ready", framework.PodReady)
 	before := framework.PodRestarts(pod)
 	tr.agents.ExpectRestarts(before+1, "handOff SIGTERMs the leading pod agent once, so that a host agent takes the Lease")
 	pid := tr.node.ContainerPID(tr.t, pod.Status.ContainerStatuses[0].ContainerID)
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		tr.t.Fatalf("SIGTERM %d: %v", pid, err)
 	}
-	tr.agentPod("Ready again", func(p *corev1.Pod) bool { return podReady(p) && framework.PodRestarts(p) > before })
+	tr.agentPod("Ready again", func(p *corev1.Pod) bool { return framework.PodReady(p) && framework.PodRestarts(p) > before })
 	if leader := tr.api.LeaderAgent(tr.t); leader == tr.podIdentity() {
 		tr.t.Fatalf("the restarted pod agent leads again: no new term to measure")
 	}

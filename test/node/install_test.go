@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdmember/kubectl-etcdmember/api/v1alpha1"
 	"github.com/etcdmember/kubectl-etcdmember/internal/status"
+	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
 // TestInstall installs as the README says, on an empty cluster: config/default, then the DaemonSet
@@ -19,7 +20,7 @@ import (
 func TestInstall(t *testing.T) {
 	tr := newTier(t)
 	applied := tr.applyDaemonSet(tr.node.AgentImage)
-	pod := tr.agentPod("Ready", podReady)
+	pod := tr.agentPod("Ready", framework.PodReady)
 	readyAfter := readySince(pod).Sub(applied)
 	t.Logf("apply to Ready: %s", readyAfter.Round(10*time.Millisecond))
 

@@ -34,7 +34,7 @@ func TestRollingUpdateWhileLeavePending(t *testing.T) {
 
 	next := tr.node.TagAgentImage(t, "rollout")
 	tr.applyDaemonSet(next)
-	tr.agentPod("Ready on the new tag", func(p *corev1.Pod) bool { return podReady(p) && p.Spec.Containers[0].Image == next })
+	tr.agentPod("Ready on the new tag", func(p *corev1.Pod) bool { return framework.PodReady(p) && p.Spec.Containers[0].Image == next })
 	tr.assertMembers("node-1", "node-2", "node-3")
 
 	node2.Start(t)
@@ -63,7 +63,7 @@ func TestDeleteKubeletNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr.api.MustKubectl(t, "apply", "-f", path)
-	tr.agentPod("Ready", podReady)
+	tr.agentPod("Ready", framework.PodReady)
 	_, kubeconfig := tr.api.User(t, "etcdmember-agent", "etcdmember:agents")
 	for _, name := range []string{"node-2", "node-3"} {
 		framework.StartAgent(t, tr.nc.Cluster.Member(name), tr.api, "--kubeconfig="+kubeconfig, "--leave-on-node-delete")

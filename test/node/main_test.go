@@ -27,9 +27,8 @@ import (
 const (
 	callTimeout = 10 * time.Second
 	// settle bounds a registration, a leave or a restart under the kubelet.
-	settle     = 60 * time.Second
-	pollEvery  = 200 * time.Millisecond
-	agentLabel = "app.kubernetes.io/name=etcdmember-agent"
+	settle    = 60 * time.Second
+	pollEvery = 200 * time.Millisecond
 )
 
 func TestMain(m *testing.M) {
@@ -74,7 +73,7 @@ func startTier(t *testing.T, kubelets int) *tier {
 		tr.nodes = append(tr.nodes, nc.StartKubeletNode(t, m))
 	}
 	tr.node = tr.nodes[0]
-	tr.agents = framework.WatchAgentPods(t, tr.cs, agentLabel, tr.podLogDirs)
+	tr.agents = framework.WatchAgentPods(t, tr.cs, tr.podLogDirs)
 	tr.api.InstallEtcdmember(t)
 	return tr
 }
@@ -110,7 +109,7 @@ func (tr *tier) deleteDaemonSet() {
 func (tr *tier) noAgentPods(what string) {
 	tr.t.Helper()
 	framework.Eventually(tr.t, settle, pollEvery, what, func(ctx context.Context) (bool, error) {
-		pods, err := tr.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: agentLabel})
+		pods, err := tr.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: framework.AgentSelector})
 		if err != nil {
 			return false, err
 		}
@@ -131,7 +130,7 @@ func (tr *tier) agentPod(what string, ok func(*corev1.Pod) bool) *corev1.Pod {
 	var found *corev1.Pod
 	var last string
 	err := framework.Poll(settle, pollEvery, func(ctx context.Context) (bool, error) {
-		pods, err := tr.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: agentLabel})
+		pods, err := tr.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: framework.AgentSelector})
 		if err != nil {
 			last = err.Error()
 			return false, nil
@@ -154,7 +153,7 @@ func (tr *tier) agentPod(what string, ok func(*corev1.Pod) bool) *corev1.Pod {
 }
 
 func describePod(p *corev1.Pod) string {
-	s := fmt.Sprintf("%s phase %s ready %v", p.Name, p.Status.Phase, podReady(p))
+	s := fmt.Sprintf("%s phase %s ready %v", p.Name, p.Status.Phase, framework.PodReady(p))
 	for _, c := range p.Status.ContainerStatuses {
 		s += fmt.Sprintf(" restarts %d", c.RestartCount)
 		if c.State.Waiting != nil {
@@ -165,15 +164,6 @@ func describePod(p *corev1.Pod) string {
 		}
 	}
 	return s
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // podLogDirs is each kubelet node's podLogsDir, by node name.
@@ -198,12 +188,5 @@ func (tr *tier) kubeletNode(name string) *framework.KubeletNode {
 // member waits for the EtcdMember name to satisfy ok and returns it.
 func (tr *tier) member(name, what string, ok func(*v1alpha1.EtcdMember) bool) *v1alpha1.EtcdMember {
 	tr.t.Helper()
-	m := &v1alpha1.EtcdMember{}
-	framework.Eventually(tr.t, settle, pollEvery, "EtcdMember "+name+" "+what, func(ctx context.Context) (bool, error) {
-		if err := tr.client.Get(ctx, client.ObjectKey{Name: name}, m); err != nil {
-			return false, nil
-		}
-		return ok(m), nil
-	})
-	return m
+	return framework.WaitEtcdMember(tr.t, tr.client, settle, pollEvery, name, what, ok)
 }

@@ -37,7 +37,7 @@ func TestMetricsAndAlertsFromThePod(t *testing.T) {
 	}
 	tr.api.MustKubectl(t, "apply", "-f", filepath.Join(root, "config", "prometheus", "metrics-reader.yaml"))
 	tr.installLeading()
-	target := tr.metricsTarget(tr.agentPod("Ready", podReady))
+	target := tr.metricsTarget(tr.agentPod("Ready", framework.PodReady))
 	token := tr.scraperSecretToken()
 	if err := tr.api.CheckMetricsAccess(t, token, settle, target); err != nil {
 		t.Errorf("the pod agent's /metrics: %v", err)

@@ -38,7 +38,7 @@ func TestPodAgentsOnEveryNode(t *testing.T) {
 	applied := tr.applyDaemonSet(tr.node.AgentImage)
 
 	framework.Eventually(t, settle, pollEvery, "an agent pod Ready on every node, at its node's address", func(ctx context.Context) (bool, error) {
-		pods, err := tr.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: agentLabel})
+		pods, err := tr.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: framework.AgentSelector})
 		if err != nil {
 			return false, err
 		}
@@ -46,7 +46,7 @@ func TestPodAgentsOnEveryNode(t *testing.T) {
 		var not []string
 		for i := range pods.Items {
 			p := &pods.Items[i]
-			if n := tr.kubeletNode(p.Spec.NodeName); n != nil && podReady(p) && p.Status.HostIP == n.IP {
+			if n := tr.kubeletNode(p.Spec.NodeName); n != nil && framework.PodReady(p) && p.Status.HostIP == n.IP {
 				ready[n.Name] = true
 			} else {
 				not = append(not, fmt.Sprintf("%s on %q (%s, host IP %q)", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.HostIP))

@@ -57,7 +57,7 @@ func TestStaticPod(t *testing.T) {
 	mirror := "etcdmember-agent-" + tr.node.Name
 	framework.Eventually(t, settle, pollEvery, "mirror pod "+mirror+" Ready", func(ctx context.Context) (bool, error) {
 		pod, err := tr.cs.CoreV1().Pods("kube-system").Get(ctx, mirror, metav1.GetOptions{})
-		return err == nil && podReady(pod), nil
+		return err == nil && framework.PodReady(pod), nil
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()

@@ -69,18 +69,6 @@ func Init(t framework.TB, first *Node) *Cluster {
 // kube-proxy and returns once n's Node is Ready.
 func (c *Cluster) Join(t framework.TB, n *Node) {
 	t.Helper()
-	out, err := c.TryJoin(t, n)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	n.StartProxy(t, c.proxyKubeconfig)
-	c.waitReady(t, n)
-}
-
-// TryJoin runs the join of Join and returns kubeadm's output and error, for a scenario that
-// judges the join itself.
-func (c *Cluster) TryJoin(t framework.TB, n *Node) (string, error) {
-	t.Helper()
 	ca, err := os.ReadFile(c.First.HostPath(t, "/etc/kubernetes/pki/ca.crt"))
 	if err != nil {
 		t.Fatalf("%v", err)
@@ -93,7 +81,9 @@ func (c *Cluster) TryJoin(t framework.TB, n *Node) (string, error) {
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	return n.Kubeadm(t, "join", "--config", c.write(t, "join-"+n.Name+".yaml", config), "--v=1")
+	n.MustKubeadm(t, "join", "--config", c.write(t, "join-"+n.Name+".yaml", config), "--v=1")
+	n.StartProxy(t, c.proxyKubeconfig)
+	c.waitReady(t, n)
 }
 
 // Admin is kubeadm's admin.conf, as written on the first node: cluster-admin at

@@ -144,7 +144,7 @@ func (n *Node) kubeadm(t framework.TB, args ...string) (combined, stdout string,
 		framework.Binary(t, "kubeadm"))
 	argv = append(argv, args...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	var all lockedBuffer
+	var all framework.LockedBuffer
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(&all, &out), &all
 	if err := cmd.Start(); err != nil {
@@ -169,24 +169,6 @@ func (n *Node) kubeadm(t framework.TB, args ...string) (combined, stdout string,
 			err, filepath.Join(n.dir, "kubeadm.log"))
 	}
 	return combined, out.String(), nil
-}
-
-// lockedBuffer takes kubeadm's standard output and error, which exec copies from two goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // MustKubeadm is Kubeadm that fails t when kubeadm does.
@@ -263,20 +245,6 @@ func kubeadmFlags(path string) ([]string, error) {
 	return nil, fmt.Errorf("%s: no KUBELET_KUBEADM_ARGS", path)
 }
 
-// StopKubelet stops the node's kubelet, as `systemctl stop kubelet` would: kubeadm reset asks
-// for that and, finding no init system, only warns.
-func (n *Node) StopKubelet(t framework.TB) {
-	t.Helper()
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.kubelet == nil {
-		return
-	}
-	if err := n.kubelet.Stop(); err != nil {
-		t.Fatalf("node %s: %v", n.Name, err)
-	}
-}
-
 // logs are the last lines of kubeadm's output on the node and of every container's log the
 // kubelet kept (etcd, the control plane, the agent), as kinder keeps each node's logs when a task
 // fails.
@@ -318,9 +286,6 @@ func (n *Node) noteSlowEtcdRequests(t framework.TB) {
 		framework.NoteSlowEtcdRequests(t.Name(), n.Name, path)
 	}
 }
-
-// KubeletLog is the kubelet's log, across its restarts.
-func (n *Node) KubeletLog() string { return filepath.Join(n.dir, "kubelet.log") }
 
 // tearDown kills what is left of the node: the kubelet first, so that it restarts nothing, then
 // the containers and containerd; the node's cgroup goes last. The namespaces go with the holder.
