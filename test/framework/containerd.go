@@ -21,6 +21,9 @@ type Containerd struct {
 
 	name    string
 	command []string // the prefix that runs a program in the node's namespaces
+	// mountNS is the node's mount namespace (readlink of /proc/<pid>/ns/mnt), "" for the tier's:
+	// containerd and its shims run in it, and nodes of their own may use one socket path.
+	mountNS string
 	proc    *process
 }
 
@@ -55,6 +58,9 @@ func StartContainerd(t TB, o ContainerdOptions) *Containerd {
 	c := &Containerd{Socket: o.Socket, name: "containerd " + o.Node}
 	if o.Namespaces != nil {
 		c.command = o.Namespaces.Command()
+		if c.mountNS, err = os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", o.Namespaces.pid)); err != nil {
+			t.Fatalf("node %s: %v", o.Node, err)
+		}
 	}
 	cni := filepath.Join(o.Dir, "cni")
 	if err := os.MkdirAll(cni, 0o755); err != nil {
@@ -148,11 +154,18 @@ func (c *Containerd) Import(t TB, tars ...string) []string {
 }
 
 // KillContainers kills the containers in cgroup (every process in it, in every hierarchy) and
-// this containerd's shims, until none is left.
+// this containerd's shims, until none is left. A shim is this containerd's when it names its
+// socket and runs in its mount namespace: the kubeadm tier's nodes all use kubeadm's default path.
 func (c *Containerd) KillContainers(cgroup string) {
 	killMatching(func(p procInfo) bool {
-		return strings.Contains(p.cgroup, "/"+cgroup) ||
-			(strings.Contains(p.cmdline, "containerd-shim") && strings.Contains(p.cmdline, c.Socket))
+		if strings.Contains(p.cgroup, "/"+cgroup) {
+			return true
+		}
+		if !strings.Contains(p.cmdline, "containerd-shim") || !strings.Contains(p.cmdline, c.Socket) {
+			return false
+		}
+		ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", p.pid))
+		return err == nil && (c.mountNS == "" || ns == c.mountNS)
 	})
 }
 

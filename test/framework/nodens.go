@@ -243,8 +243,9 @@ type NodeOptions struct {
 	// /etc/kubernetes, /var/lib/kubelet, /var/lib/etcd). Each is a directory of the test's,
 	// bind-mounted on the path in the node's mount namespace, and read from the tier at HostPath.
 	Private []string
-	// Name, when set, is the node's name in an /etc/hosts of its own, at its address: kubeadm's
-	// preflight looks the node's name up.
+	// Name, when set, is the node's hostname (its UTS namespace is its own either way) and its
+	// name in an /etc/hosts of its own, at its address: kubeadm's preflight looks the node's name
+	// up.
 	Name string
 }
 
@@ -273,7 +274,7 @@ func NewNodeNamespacesWith(t TB, o NodeOptions) *NodeNamespaces {
 	ns := &NodeNamespaces{IP: nextNodeAddress()}
 	dir := t.TempDir()
 	ns.holder = newProcess(t, "namespaces of "+ns.IP, filepath.Join(dir, "holder.log"))
-	if err := ns.holder.start("unshare", "--net", "--mount", "--propagation", "private", Binary(t, "pause")); err != nil {
+	if err := ns.holder.start("unshare", "--net", "--mount", "--uts", "--propagation", "private", Binary(t, "pause")); err != nil {
 		t.Fatalf("%v", err)
 	}
 	ns.pid = ns.holder.cmd.Process.Pid
@@ -330,6 +331,10 @@ func NewNodeNamespacesWith(t TB, o NodeOptions) *NodeNamespaces {
 		ns.private[p] = src
 	}
 	if o.Name != "" {
+		// A machine's hostname is its own: kube-apiserver names its identity Lease after it
+		// (apiserver-<hash of the hostname>), and three apiservers under one hostname fight over
+		// one Lease ("Failed to update lease ... the object has been modified" every 10 s).
+		runStep(t, append(ns.Command(), "hostname", o.Name))
 		hosts := filepath.Join(dir, "hosts")
 		content := "127.0.0.1 localhost\n" + ns.IP + " " + o.Name + "\n"
 		if err := os.WriteFile(hosts, []byte(content), 0o644); err != nil {
@@ -367,7 +372,8 @@ func (ns *NodeNamespaces) Run(ctx context.Context, argv ...string) (string, erro
 // Command is the prefix that runs a program in the node's namespaces: nsenter execs it there, so
 // the process the framework signals and waits for is the program itself.
 func (ns *NodeNamespaces) Command() []string {
-	return []string{"nsenter", fmt.Sprintf("--net=/proc/%d/ns/net", ns.pid), fmt.Sprintf("--mount=/proc/%d/ns/mnt", ns.pid), "--"}
+	return []string{"nsenter", fmt.Sprintf("--net=/proc/%d/ns/net", ns.pid), fmt.Sprintf("--mount=/proc/%d/ns/mnt", ns.pid),
+		fmt.Sprintf("--uts=/proc/%d/ns/uts", ns.pid), "--"}
 }
 
 func runStep(t TB, step []string) {

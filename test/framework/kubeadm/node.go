@@ -47,10 +47,15 @@ type Node struct {
 	// EtcdImageTag is the tag of the etcd image the node holds (make kubeadmbin).
 	EtcdImageTag string
 
+	// owner is the test of NewNode: the node's processes live as long as it does, whichever task
+	// started them.
+	owner      framework.TB
 	ns         *framework.NodeNamespaces
 	dir        string
 	cgroup     string
 	containerd *framework.Containerd
+	// runtime starts containerd again on a rebuilt machine (Rebuild).
+	runtime framework.ContainerdOptions
 
 	mu      sync.Mutex
 	kubelet *framework.Process
@@ -63,7 +68,7 @@ type Node struct {
 func NewNode(t framework.TB, name string) *Node {
 	t.Helper()
 	ns := framework.NewNodeNamespacesWith(t, framework.NodeOptions{Private: privateDirs, Name: name})
-	n := &Node{Name: name, IP: ns.IP, ns: ns, dir: t.TempDir()}
+	n := &Node{Name: name, IP: ns.IP, owner: t, ns: ns, dir: t.TempDir()}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	// kubeadm's preflight requires forwarding; the setting is the node's network namespace's.
@@ -82,8 +87,9 @@ func NewNode(t framework.TB, name string) *Node {
 			t.Logf("node %s: kubeadm's output and the static pods' logs:\n%s", name, n.logs(t, framework.LogTailLines))
 		}
 	})
-	n.containerd = framework.StartContainerd(t, framework.ContainerdOptions{Node: name, Dir: n.dir,
-		Run: "/run/containerd", Socket: strings.TrimPrefix(criSocket, "unix://"), SandboxImage: sandboxImage, Namespaces: ns})
+	n.runtime = framework.ContainerdOptions{Node: name, Dir: n.dir,
+		Run: "/run/containerd", Socket: strings.TrimPrefix(criSocket, "unix://"), SandboxImage: sandboxImage, Namespaces: ns}
+	n.containerd = framework.StartContainerd(t, n.runtime)
 	n.importImages(t)
 	return n
 }
@@ -124,10 +130,11 @@ func (n *Node) HostPath(t framework.TB, path string) string {
 }
 
 // Kubeadm runs `kubeadm args...` on the node to its end, its output appended to the node's
-// kubeadm.log, and returns that output. During init and join it also does what kubeadm asks of
-// the init system (systemd is installed here, but not running, so kubeadm only warns): it starts
-// the kubelet once kubeadm has written its configuration, and again whenever it exits, as the
-// kubelet's unit does with Restart=always.
+// kubeadm.log, and returns that output. It also does what kubeadm asks of the init system
+// (systemd is installed here, but not running, so kubeadm only warns): during init and join it
+// starts the kubelet once kubeadm has written its configuration, and again whenever it exits, as
+// the kubelet's unit does with Restart=always; during reset it stops the kubelet, and kube-proxy
+// with it, when kubeadm says it stops the kubelet service, before it removes the containers.
 func (n *Node) Kubeadm(t framework.TB, args ...string) (string, error) {
 	t.Helper()
 	out, _, err := n.kubeadm(t, args...)
@@ -157,8 +164,11 @@ func (n *Node) kubeadm(t framework.TB, args ...string) (combined, stdout string,
 		case err = <-done:
 			waiting = false
 		case <-time.After(200 * time.Millisecond):
-			if len(args) > 0 && (args[0] == "init" || args[0] == "join") {
+			switch {
+			case len(args) > 0 && (args[0] == "init" || args[0] == "join"):
 				n.startKubeletWhenConfigured(t)
+			case len(args) > 0 && args[0] == "reset" && strings.Contains(all.String(), resetStopsKubelet):
+				n.stopServices(t)
 			}
 		}
 	}
@@ -181,6 +191,26 @@ func (n *Node) MustKubeadm(t framework.TB, args ...string) string {
 	return out
 }
 
+// Containers are the IDs of the containers the node's containerd holds for the kubelet, running
+// or not: none once kubeadm reset has cleaned the machine.
+func (n *Node) Containers(t framework.TB) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := n.containerd.Ctr(ctx, t, "containers", "ls", "-q")
+	if err != nil {
+		t.Fatalf("node %s: %v\n%s", n.Name, err, out)
+	}
+	// ctr's own warnings (cgroup v1's deprecation) come on the same output, as logfmt lines.
+	var ids []string
+	for line := range strings.SplitSeq(out, "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "time=") {
+			ids = append(ids, line)
+		}
+	}
+	return ids
+}
+
 func (n *Node) log(t framework.TB, what, out string) {
 	f, err := os.OpenFile(filepath.Join(n.dir, "kubeadm.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -189,6 +219,24 @@ func (n *Node) log(t framework.TB, what, out string) {
 	}
 	defer func() { _ = f.Close() }()
 	_, _ = fmt.Fprintf(f, "=== %s %s\n%s", time.Now().Format(time.RFC3339Nano), what, out)
+}
+
+// resetStopsKubelet is what kubeadm reset prints as it asks the init system to stop the kubelet.
+const resetStopsKubelet = "[reset] Stopping the kubelet service"
+
+// stopServices stops the kubelet and kube-proxy, as a machine's init system would stop the
+// kubelet and kubeadm reset's removal of every container would end a kube-proxy pod.
+func (n *Node) stopServices(t framework.TB) {
+	t.Helper()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, p := range []*framework.Process{n.kubelet, n.proxy} {
+		if p != nil && p.Exited() == nil {
+			if err := p.Stop(); err != nil {
+				t.Logf("node %s: %v", n.Name, err)
+			}
+		}
+	}
 }
 
 // kubeletFlagsFile is where kubeadm writes the flags of this node's kubelet (KUBELET_KUBEADM_ARGS).
@@ -217,7 +265,7 @@ func (n *Node) startKubeletWhenConfigured(t framework.TB) {
 		"--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf", "--kubeconfig=/etc/kubernetes/kubelet.conf",
 		"--config=/var/lib/kubelet/config.yaml", "--cgroup-root=/" + n.cgroup}, flags...)
 	if n.kubelet == nil {
-		n.kubelet = n.ns.Start(t, "kubelet "+n.Name, filepath.Join(n.dir, "kubelet.log"), argv...)
+		n.kubelet = n.ns.Start(n.machine(t), "kubelet "+n.Name, filepath.Join(n.dir, "kubelet.log"), argv...)
 		return
 	}
 	if err := n.kubelet.Restart(); err != nil {
@@ -275,7 +323,7 @@ func (n *Node) StartProxy(t framework.TB, kubeconfig string) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.proxy = n.ns.Start(t, "kube-proxy "+n.Name, filepath.Join(n.dir, "kube-proxy.log"), framework.Binary(t, "kube-proxy"), "--config="+path)
+	n.proxy = n.ns.Start(n.machine(t), "kube-proxy "+n.Name, filepath.Join(n.dir, "kube-proxy.log"), framework.Binary(t, "kube-proxy"), "--config="+path)
 }
 
 // noteSlowEtcdRequests keeps the slowest request of the node's etcd member, from its static pod's
@@ -287,9 +335,77 @@ func (n *Node) noteSlowEtcdRequests(t framework.TB) {
 	}
 }
 
-// tearDown kills what is left of the node: the kubelet first, so that it restarts nothing, then
-// the containers and containerd; the node's cgroup goes last. The namespaces go with the holder.
+// Die stops the machine as a power loss would: the kubelet, kube-proxy, every container (etcd and
+// the control plane among them) and containerd, all killed. Its Node and its etcd member stay,
+// as a dead machine's do.
+func (n *Node) Die(t framework.TB) {
+	t.Helper()
+	if err := n.kill(); err != nil {
+		t.Fatalf("node %s: %v", n.Name, err)
+	}
+}
+
+// Rebuild makes the dead machine anew under its name and address, as a replacement server would
+// come: nothing left of what kubeadm, the kubelet, etcd and containerd wrote, containerd running
+// again with the images imported. `kubeadm join` then configures it.
+func (n *Node) Rebuild(t framework.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// The kubelet's volumes and containerd's rootfs and shm mounts are in the node's mount
+	// namespace, and go before the directories under them do.
+	root := filepath.Join(n.dir, "containerd")
+	unmount := fmt.Sprintf(`findmnt -rn -o TARGET | grep -e '^/var/lib/kubelet/' -e '^%s/' -e '^%s/' | sort -r | xargs -r -n1 umount -l`,
+		n.runtime.Run, root)
+	if out, err := n.ns.Run(ctx, "sh", "-c", unmount); err != nil {
+		t.Fatalf("node %s: unmounting what the dead machine mounted: %v\n%s", n.Name, err, out)
+	}
+	// Old containers in containerd would be the new kubelet's to take over: a DaemonSet pod that
+	// outlived its deleted Node would count a restart.
+	if out, err := n.ns.Run(ctx, "rm", "-rf", root, n.runtime.Run); err != nil {
+		t.Fatalf("node %s: wiping containerd's state: %v\n%s", n.Name, err, out)
+	}
+	for _, dir := range privateDirs {
+		host := n.HostPath(t, dir)
+		entries, err := os.ReadDir(host)
+		if err != nil {
+			t.Fatalf("node %s: %v", n.Name, err)
+		}
+		for _, e := range entries {
+			if err := os.RemoveAll(filepath.Join(host, e.Name())); err != nil {
+				t.Fatalf("node %s: wiping %s: %v", n.Name, dir, err)
+			}
+		}
+	}
+	n.containerd = framework.StartContainerd(n.machine(t), n.runtime)
+	n.importImages(t)
+}
+
+// machine is t for starting one of the node's processes: a failure to start fails t, while the
+// process lives, and its log is kept, as long as the node.
+func (n *Node) machine(t framework.TB) framework.TB { return machineTB{TB: n.owner, caller: t} }
+
+type machineTB struct {
+	framework.TB // the node's owner: Cleanup, Logf and Failed at its end
+	caller       framework.TB
+}
+
+func (m machineTB) Helper() { m.caller.Helper() }
+
+func (m machineTB) Fatalf(format string, args ...any) {
+	m.caller.Helper()
+	m.caller.Fatalf(format, args...)
+}
+
+// tearDown kills what is left of the node, and removes its cgroup. The namespaces go with the
+// holder.
 func (n *Node) tearDown() error {
+	return errors.Join(n.kill(), framework.RemoveNodeCgroup(n.cgroup))
+}
+
+// kill kills the kubelet first, so that it restarts nothing, then kube-proxy, the containers and
+// containerd.
+func (n *Node) kill() error {
 	var errs []error
 	n.mu.Lock()
 	if n.kubelet != nil {
@@ -303,6 +419,5 @@ func (n *Node) tearDown() error {
 		n.containerd.KillContainers(n.cgroup)
 		errs = append(errs, n.containerd.Kill())
 	}
-	errs = append(errs, framework.RemoveNodeCgroup(n.cgroup))
 	return errors.Join(errs...)
 }
