@@ -30,6 +30,9 @@ const (
 	NoteNeverStarted = "never started"
 	// NoteNodeGone: the member is in etcd, and the Node it is bound to does not exist (see Nodes).
 	NoteNodeGone = "node gone"
+	// NoteRemovedElsewhere: Joined=False/NotFound, the member went from etcd without a leave
+	// (kubeadm reset removes its node's own member, so does etcdctl member remove).
+	NoteRemovedElsewhere = "removed from etcd, not by etcdmember"
 )
 
 // Row is one line of the list: an EtcdMember object joined with the etcd member it records, or a
@@ -145,6 +148,9 @@ func ObjectRow(m *v1alpha1.EtcdMember) Row {
 	if m.Labels[v1alpha1.LabelDiscovered] == "true" {
 		r.Notes = append(r.Notes, NoteDiscovered)
 	}
+	if r.Joined == string(metav1.ConditionFalse) && status.HasReason(m, v1alpha1.ConditionJoined, v1alpha1.ReasonNotFound) {
+		r.Notes = append(r.Notes, NoteRemovedElsewhere)
+	}
 	return r
 }
 
@@ -194,6 +200,8 @@ func (j *join) object(obj *v1alpha1.EtcdMember) Row {
 	case r.InEtcd:
 		j.claimed[id] = true
 		if r.Joined == string(metav1.ConditionFalse) {
+			// Back under the same ID: the object's record of its removal is what lags.
+			r.Notes = slices.DeleteFunc(r.Notes, func(n string) bool { return n == NoteRemovedElsewhere })
 			r.Notes = append(r.Notes, NoteBackInEtcd)
 		}
 		j.merge(&r, m)

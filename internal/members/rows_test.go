@@ -2,6 +2,7 @@ package members
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -129,6 +130,8 @@ func TestBuildRowsWithLiveView(t *testing.T) {
 		object("gone", "d", false, removed, leftDone),
 		started(object("old", "e", false, joined, healthy)),
 		object("left", "9", false, removed),
+		object("reset", "8", false, notFound),
+		object("back", "6", false, notFound),
 		object("fresh", "", false),
 		learner(object("learner-x", "7", false, joined,
 			since(cond(v1alpha1.ConditionHealthy, metav1.ConditionFalse, v1alpha1.ReasonNotStarted), ago(time.Hour)))),
@@ -137,7 +140,7 @@ func TestBuildRowsWithLiveView(t *testing.T) {
 	moved.PeerURLs = []string{"http://10.0.0.2:2380"}
 	live := &Live{
 		Members: []etcd.Member{
-			member(0xa, "node-1"), moved, member(0xc, "node-3"), member(0x5, "node-5"), member(0xd, "gone"),
+			member(0xa, "node-1"), moved, member(0xc, "node-3"), member(0x5, "node-5"), member(0xd, "gone"), member(0x6, "back"),
 			{ID: 0x7, PeerURLs: []string{"http://learner-x:2380"}, IsLearner: true},
 			member(0xf, "stray"), member(0x20, "another"),
 			{ID: 0x2f, PeerURLs: []string{"http://10.0.0.47:2380"}},
@@ -149,12 +152,14 @@ func TestBuildRowsWithLiveView(t *testing.T) {
 			0xb:  {MemberID: 0xb, Leader: 0xf, RaftTerm: 3},
 			0x5:  {MemberID: 0x5, Leader: 0xf, RaftTerm: 3},
 			0xd:  {MemberID: 0xd, Leader: 0xf, RaftTerm: 3},
+			0x6:  {MemberID: 0x6, Leader: 0xf, RaftTerm: 3},
 			0xf:  {MemberID: 0xf, Leader: 0xf, RaftTerm: 3},
 			0x20: {MemberID: 0x20, Leader: 0xf, RaftTerm: 3},
 		},
 	}
 	rows := BuildRows(objects, live, nil, now, DefaultUnreachableFor)
 	checkRows(t, rows, []string{
+		"back id=6 etcd=back role=voter joined=False healthy=True leave= term=3 in-etcd notes=[in etcd, object says left]",
 		"fresh id= etcd= role= joined= healthy= leave= term=- not-in-etcd notes=[no member ID recorded]",
 		"gone id=d etcd=gone role=voter joined=False healthy=True leave=Removed term=3 in-etcd notes=[in etcd, object says left]",
 		"learner-x id=7 etcd= role=learner joined=True healthy=False leave= term=- in-etcd notes=[never started; stale: learner that never started; unhealthy for 60m]",
@@ -164,12 +169,14 @@ func TestBuildRowsWithLiveView(t *testing.T) {
 		"node-3 id=c etcd=node-3 role=voter joined=True healthy=False leave= term=- in-etcd notes=[object says Healthy=True]",
 		"node-5 id=5 etcd=node-5 role=voter joined=True healthy=True leave= term=3 in-etcd notes=[object says Healthy=False]",
 		"old id=e etcd=old role= joined=True healthy= leave= term=- not-in-etcd notes=[not in etcd]",
+		"reset id=8 etcd= role= joined=False healthy= leave= term=- not-in-etcd notes=[removed from etcd, not by etcdmember]",
 		"<orphan> id=1f etcd= role=learner joined= healthy=False leave= term=- in-etcd notes=[no EtcdMember object; never started]",
 		"<orphan> id=2f etcd= role=voter joined= healthy=False leave= term=- in-etcd notes=[no EtcdMember object; never started]",
 		"<orphan> id=20 etcd=another role=voter joined= healthy=True leave= term=3 in-etcd notes=[no EtcdMember object]",
 		"<orphan> id=f etcd=stray role=leader joined= healthy=True leave= term=3 in-etcd notes=[no EtcdMember object]",
 	})
-	if r := rows[4]; r.Version != "3.6.0" || r.RaftIndex == nil || *r.RaftIndex != 50 || r.DBSize == nil || *r.DBSize != 1024 {
+	i := slices.IndexFunc(rows, func(r Row) bool { return r.Name == "node-1" })
+	if r := rows[i]; r.Version != "3.6.0" || r.RaftIndex == nil || *r.RaftIndex != 50 || r.DBSize == nil || *r.DBSize != 1024 {
 		t.Errorf("node-1 row lacks etcd's live figures: %+v", r)
 	}
 }
