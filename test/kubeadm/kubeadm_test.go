@@ -22,6 +22,13 @@ func TestKubeadm(t *testing.T) {
 	w.run(
 		task{"install", (*workflow).install},
 		task{"grow", (*workflow).grow},
+		task{"remove-for-good", (*workflow).removeForGood},
+		task{"rejoin", (*workflow).rejoin},
+		task{"reset-first", (*workflow).resetFirst},
+		task{"rejoin-after-reset", (*workflow).rejoin},
+		task{"replace-dead", (*workflow).replaceDead},
+		task{"unreachable-removed", (*workflow).unreachableRemoved},
+		task{"missing-cert", (*workflow).missingCert},
 	)
 }
 
@@ -30,7 +37,7 @@ func TestKubeadm(t *testing.T) {
 // made for health checks and registers its member, bound to its Node, under the ID etcd gives it.
 func (w *workflow) install() {
 	w.admin.InstallEtcdmember(w.t)
-	w.applyManifest("daemonset/etcdmember-agent.yaml")
+	w.applyDaemonSet()
 	w.agentPodsReady(w.nodes[0])
 	w.registered(w.nodes[0])
 }

@@ -7,13 +7,17 @@ package kubeadm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -94,14 +98,99 @@ func (w *workflow) podLogDirs() map[string]string {
 	return dirs
 }
 
-// applyManifest applies deploy/rel with only the image changed.
-func (w *workflow) applyManifest(rel string) {
+// applyDaemonSet applies deploy/daemonset with only the image changed and flags added to the
+// agent's, and waits for its rollout: a changed template replaces every agent pod, one node at a
+// time.
+func (w *workflow) applyDaemonSet(flags ...string) {
 	w.t.Helper()
-	path := filepath.Join(w.t.TempDir(), filepath.Base(rel))
-	if err := os.WriteFile(path, []byte(framework.ShippedManifest(w.t, rel, w.nodes[0].AgentImage)), 0o644); err != nil {
+	manifest := framework.ShippedManifest(w.t, "daemonset/etcdmember-agent.yaml", w.nodes[0].AgentImage)
+	const args = "          args:\n"
+	if strings.Count(manifest, args) != 1 {
+		w.t.Fatalf("deploy/daemonset/etcdmember-agent.yaml: expected one %q", args)
+	}
+	for _, f := range flags {
+		manifest = strings.Replace(manifest, args, args+"            - "+f+"\n", 1)
+	}
+	path := filepath.Join(w.t.TempDir(), "daemonset.yaml")
+	if err := os.WriteFile(path, []byte(manifest), 0o644); err != nil {
 		w.t.Fatal(err)
 	}
 	w.admin.MustKubectl(w.t, "apply", "-f", path)
+	w.admin.MustKubectl(w.t, "rollout", "status", "-n", "kube-system", "daemonset/etcdmember-agent", "--timeout=2m")
+	w.agentPodsRolledOut()
+}
+
+// agentPodsRolledOut waits until every Node of the cluster runs one agent pod, Ready and of the
+// DaemonSet's newest revision. `kubectl rollout status` alone is not enough: it reads the
+// DaemonSet's status, whose counts are of the nodes the controller then found eligible.
+func (w *workflow) agentPodsRolledOut() {
+	w.t.Helper()
+	framework.Eventually(w.t, 2*settle, pollEvery, "every node's agent pod Ready, of the DaemonSet's newest revision", func(ctx context.Context) (bool, error) {
+		revisions, err := w.cs.AppsV1().ControllerRevisions("kube-system").List(ctx, metav1.ListOptions{LabelSelector: framework.AgentSelector})
+		if err != nil {
+			return false, err
+		}
+		var newest *appsv1.ControllerRevision
+		for i := range revisions.Items {
+			if r := &revisions.Items[i]; newest == nil || r.Revision > newest.Revision {
+				newest = r
+			}
+		}
+		if newest == nil {
+			return false, errors.New("the DaemonSet has no ControllerRevision")
+		}
+		hash := newest.Labels[appsv1.DefaultDaemonSetUniqueLabelKey]
+		pods, err := w.cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: framework.AgentSelector})
+		if err != nil {
+			return false, err
+		}
+		nodes, err := w.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		var behind []string
+		for _, n := range nodes.Items {
+			var on []string
+			done := false
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				if p.Spec.NodeName != n.Name {
+					continue
+				}
+				on = append(on, fmt.Sprintf("%s revision %s ready %t deleting %t", p.Name, p.Labels[appsv1.DefaultDaemonSetUniqueLabelKey],
+					framework.PodReady(p), p.DeletionTimestamp != nil))
+				done = done || p.Labels[appsv1.DefaultDaemonSetUniqueLabelKey] == hash && framework.PodReady(p) && p.DeletionTimestamp == nil
+			}
+			if !done || len(on) != 1 {
+				behind = append(behind, fmt.Sprintf("%s: %v", n.Name, on))
+			}
+		}
+		if len(behind) > 0 {
+			return false, fmt.Errorf("revision %s not rolled out on %v; %s", hash, behind, w.nodesAndDaemonSet(ctx))
+		}
+		return true, nil
+	})
+}
+
+// nodesAndDaemonSet says what the DaemonSet controller decides from: each Node's readiness and
+// taints, and the DaemonSet's status.
+func (w *workflow) nodesAndDaemonSet(ctx context.Context) string {
+	var b strings.Builder
+	if nodes, err := w.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, n := range nodes.Items {
+			ready := "unknown"
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady {
+					ready = string(c.Status)
+				}
+			}
+			fmt.Fprintf(&b, "Node %s Ready=%s taints %v; ", n.Name, ready, n.Spec.Taints)
+		}
+	}
+	if ds, err := w.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "etcdmember-agent", metav1.GetOptions{}); err == nil {
+		fmt.Fprintf(&b, "DaemonSet generation %d status %+v", ds.Generation, ds.Status)
+	}
+	return b.String()
 }
 
 // member waits for the EtcdMember name to satisfy ok and returns it.
