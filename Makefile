@@ -108,7 +108,7 @@ $(BIN)/.test-modules: go.mod go.sum
 
 .PHONY: test
 test: build testbin nodebin kubeadmbin krew image dist $(TOOLS) $(BIN)/.test-modules ## Run every test: unit, integration (test/framework), e2e, the node tier, the kubeadm tier and packaging, a short fuzz run, then make verify.
-	@$(STEP) test-binaries 'the test binaries of every package (cold: about 2 min; seconds after)' -- $(TEST_BUILD)
+	@$(STEP) test-binaries 'the test binaries of every package (cold: about 2½ min; seconds after)' -- $(TEST_BUILD)
 	@rm -f $(ETCDMEMBER_SLOWEST_LOG)
 	$(GOTEST) -count=1 -timeout 15m $(OTHER_PACKAGES)
 	$(GOTEST) -count=1 -timeout 20m $(E2E_PACKAGE)
@@ -151,7 +151,7 @@ chaos: build $(DEMOBIN) ## Seeded chaos: CHAOS_SCENARIOS random fault scenarios 
 build: $(PLUGIN) $(FAILPOINTS_BIN) ## Build the plugin (bin/kubectl-etcdmember), its completion script, and the tests' agent (bin/failpoints/).
 
 $(BIN)/kubectl-etcdmember: $(GO_SOURCES) go.mod go.sum
-	@$(STEP) kubectl-etcdmember 'kubectl-etcdmember (about 2½ min cold, seconds after)' -- \
+	@$(STEP) kubectl-etcdmember 'kubectl-etcdmember (about 4½ min cold, seconds after)' -- \
 		$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $@ .
 	@touch $@
 
@@ -175,7 +175,7 @@ tools: $(TOOLS) ## Build the code tools make verify and make generate run: contr
 
 # Each tool lives in its own module under hack/tools so that its dependencies never touch ours.
 $(BIN)/kube-apiserver $(BIN)/kubectl &: hack/tools/kube/go.mod hack/tools/kube/go.sum
-	@cd hack/tools/kube && $(STEP) kube-apiserver 'kube-apiserver and kubectl $(KUBE_VERSION) from Go modules (first run only, about 5 min)' -- \
+	@cd hack/tools/kube && $(STEP) kube-apiserver 'kube-apiserver and kubectl $(KUBE_VERSION) from Go modules (first run only, about 7½ min)' -- \
 		$(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/ \
 		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
 	@touch $(BIN)/kube-apiserver $(BIN)/kubectl
@@ -184,7 +184,7 @@ $(BIN)/kube-apiserver $(BIN)/kubectl &: hack/tools/kube/go.mod hack/tools/kube/g
 nodebin: $(NODEBIN) node-packages ## Build what the node tier runs (kubelet, kube-controller-manager, kube-scheduler, kube-proxy, containerd, the pause image) and install runc, the CNI plugins and nft.
 
 $(BIN)/kubelet $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kube-proxy &: hack/tools/kube/go.mod hack/tools/kube/go.sum
-	@cd hack/tools/kube && $(STEP) kubelet 'kubelet, kube-controller-manager, kube-scheduler and kube-proxy $(KUBE_VERSION) from Go modules (first run only, about 2 min)' -- \
+	@cd hack/tools/kube && $(STEP) kubelet 'kubelet, kube-controller-manager, kube-scheduler and kube-proxy $(KUBE_VERSION) from Go modules (first run only, about 3½ min)' -- \
 		$(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $(BIN)/ \
 		k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-controller-manager \
 		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy
@@ -194,7 +194,7 @@ $(BIN)/kubelet $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $(BIN)/kube-
 kubeadmbin: $(KUBEADMBIN) nodebin ## Build what the kubeadm tier runs besides the node tier's binaries: kubeadm and the control plane's images.
 
 $(BIN)/kubeadm: hack/tools/kube/go.mod hack/tools/kube/go.sum
-	@cd hack/tools/kube && $(STEP) kubeadm 'kubeadm $(KUBE_VERSION) from Go modules (first run only, about 4 min)' -- \
+	@cd hack/tools/kube && $(STEP) kubeadm 'kubeadm $(KUBE_VERSION) from Go modules (first run only, about ½ min after the kubelet)' -- \
 		$(GO) build -trimpath -ldflags "$(KUBE_LDFLAGS)" -o $@ k8s.io/kubernetes/cmd/kubeadm
 	@touch $@
 
@@ -217,7 +217,7 @@ $(BIN)/kubeadm-images/pause.tar: $(BIN)/pause.tar
 
 # No btrfs, devmapper or zfs snapshotters (they need cgo); the tier uses overlayfs.
 $(BIN)/containerd $(BIN)/containerd-shim-runc-v2 $(BIN)/ctr &: hack/tools/containerd/go.mod hack/tools/containerd/go.sum
-	@cd hack/tools/containerd && $(STEP) containerd 'containerd $(CONTAINERD_VERSION) from Go modules (first run only, about 1 min)' -- \
+	@cd hack/tools/containerd && $(STEP) containerd 'containerd $(CONTAINERD_VERSION) from Go modules (first run only, about 2 min)' -- \
 		$(GO) build -trimpath -ldflags "-s -w" -tags "no_btrfs no_devmapper no_zfs urfave_cli_no_docs" \
 		-o $(BIN)/ github.com/containerd/containerd/v2/cmd/containerd \
 		github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/ctr
@@ -245,35 +245,35 @@ node-packages:
 	fi
 
 $(BIN)/etcd $(BIN)/etcdctl &: hack/tools/etcd/go.mod hack/tools/etcd/go.sum
-	@cd hack/tools/etcd && $(STEP) etcd 'etcd and etcdctl $(ETCD_VERSION) from Go modules (first run only, about 30 s)' -- \
+	@cd hack/tools/etcd && $(STEP) etcd 'etcd and etcdctl $(ETCD_VERSION) from Go modules (first run only, about 1 min)' -- \
 		sh -c '$(GO) build -trimpath -o $(BIN)/etcd go.etcd.io/etcd/server/v3 && \
 		$(GO) build -trimpath -o $(BIN)/etcdctl go.etcd.io/etcd/etcdctl/v3'
 	@touch $(BIN)/etcd $(BIN)/etcdctl
 
 $(BIN)/etcd-3.5: hack/tools/etcd35/go.mod hack/tools/etcd35/go.sum
-	@cd hack/tools/etcd35 && $(STEP) etcd-3.5 'etcd $(ETCD35_VERSION) from Go modules (first run only, about 20 s)' -- \
+	@cd hack/tools/etcd35 && $(STEP) etcd-3.5 'etcd $(ETCD35_VERSION) from Go modules (first run only, about 40 s)' -- \
 		$(GO) build -trimpath -o $@ go.etcd.io/etcd/server/v3
 	@touch $@
 
 $(BIN)/etcd-3.4: hack/tools/etcd34/go.mod hack/tools/etcd34/go.sum
-	@cd hack/tools/etcd34 && $(STEP) etcd-3.4 'etcd $(ETCD34_VERSION) from Go modules (first run only, about 20 s)' -- \
+	@cd hack/tools/etcd34 && $(STEP) etcd-3.4 'etcd $(ETCD34_VERSION) from Go modules (first run only, about 40 s)' -- \
 		$(GO) build -trimpath -o $@ go.etcd.io/etcd
 	@touch $@
 
 # The alerts' tests (test/alerts, test/e2e) run promtool and a real Prometheus. Scrape targets are
 # static in those tests, so no service discovery is built in (remove_all_sd), nor the web UI.
 $(BIN)/prometheus $(BIN)/promtool &: hack/tools/prometheus/go.mod hack/tools/prometheus/go.sum
-	@cd hack/tools/prometheus && $(STEP) prometheus 'prometheus and promtool from Go modules (first run only, about 2 min)' -- \
+	@cd hack/tools/prometheus && $(STEP) prometheus 'prometheus and promtool from Go modules (first run only, about 4 min)' -- \
 		$(GO) build -trimpath -tags remove_all_sd -o $(BIN)/ \
 		github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool
 	@touch $(BIN)/prometheus $(BIN)/promtool
 
 $(BIN)/controller-gen: hack/tools/gen/go.mod hack/tools/gen/go.sum
-	@cd hack/tools/gen && $(STEP) controller-gen 'controller-gen from Go modules (first run only, about 20 s)' -- \
+	@cd hack/tools/gen && $(STEP) controller-gen 'controller-gen from Go modules (first run only, about 1 min)' -- \
 		$(GO) build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
 
 $(BIN)/golangci-lint: hack/tools/lint/go.mod hack/tools/lint/go.sum
-	@cd hack/tools/lint && $(STEP) golangci-lint 'golangci-lint from Go modules (first run only, about 1 min)' -- \
+	@cd hack/tools/lint && $(STEP) golangci-lint 'golangci-lint from Go modules (first run only, about 2 min)' -- \
 		$(GO) build -o $@ github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 ##@ Generated code and checks
@@ -323,7 +323,7 @@ verify-no-skips:
 	@if git grep -nE '\bt\.Skip(f|Now)?\(' -- '*_test.go'; then echo "tests must not skip"; exit 1; fi
 
 .PHONY: clean
-clean: ## Remove bin/ (the next make test builds every tool again; with cold Go caches that is about 12 min).
+clean: ## Remove bin/ (the next make test builds every tool again; with cold Go caches that is about 48 min on 2 cores).
 	rm -rf $(BIN)
 
 ##@ Measuring

@@ -19,13 +19,13 @@ DIST_CMD = $(GO) run ./hack/dist -go '$(GO)' -version '$(VERSION)' -ldflags '$(L
 
 .PHONY: dist
 dist: ## Cross-build kubectl-etcdmember (linux, darwin, windows) into reproducible archives and dist/etcdmember.yaml (krew).
-	@$(STEP) dist 'the release archives for every platform (cold: about 2 min per platform not built yet; seconds after)' -- $(DIST_CMD)
+	@$(STEP) dist 'the release archives for every platform (cold: about 4½ min per platform not built yet; seconds after)' -- $(DIST_CMD)
 
 # The image needs only the linux archives; make test runs its tests on the image while the rest
 # of make dist builds (the linux builds are cached by then, and reproducible, so the same bytes).
 .PHONY: dist-linux
 dist-linux:
-	@$(STEP) dist-linux 'the linux release archives (about 2½ min cold, seconds after)' -- $(DIST_CMD) -os linux
+	@$(STEP) dist-linux 'the linux release archives (about 5 min cold, seconds after)' -- $(DIST_CMD) -os linux
 
 .PHONY: image
 image: dist-linux $(BIN)/imagebuild ## Write the agent image (linux/amd64+arm64, entrypoint serve, non-root) as dist/image (OCI) and dist/image_linux_<arch>.tar (docker load).
