@@ -134,7 +134,9 @@ func (n *Node) HostPath(t framework.TB, path string) string {
 // (systemd is installed here, but not running, so kubeadm only warns): during init and join it
 // starts the kubelet once kubeadm has written its configuration, and again whenever it exits, as
 // the kubelet's unit does with Restart=always; during reset it stops the kubelet, and kube-proxy
-// with it, when kubeadm says it stops the kubelet service, before it removes the containers.
+// with it, within 200 ms of kubeadm saying it stops the kubelet service. kubeadm does not wait
+// for that before it removes the containers: Containers tells whether the kubelet started one
+// again meanwhile.
 func (n *Node) Kubeadm(t framework.TB, args ...string) (string, error) {
 	t.Helper()
 	out, _, err := n.kubeadm(t, args...)
