@@ -241,3 +241,26 @@ func ContainerLogPath(dir string, pod *corev1.Pod, container string, restarts in
 	}
 	return filepath.Join(dir, pod.Namespace+"_"+pod.Name+"_"+uid, container, fmt.Sprintf("%d.log", restarts))
 }
+
+// PodEvent waits up to timeout for an Event in kube-system about the pod whose message contains
+// want, and returns it.
+func PodEvent(t TB, cs kubernetes.Interface, timeout, interval time.Duration, pod, want string) corev1.Event {
+	t.Helper()
+	var found corev1.Event
+	Eventually(t, timeout, interval, "an Event about "+pod+" naming "+want, func(ctx context.Context) (bool, error) {
+		evs, err := cs.CoreV1().Events("kube-system").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
+		if err != nil {
+			return false, err
+		}
+		var seen []string
+		for _, ev := range evs.Items {
+			if strings.Contains(ev.Message, want) {
+				found = ev
+				return true, nil
+			}
+			seen = append(seen, ev.Reason+": "+ev.Message)
+		}
+		return false, fmt.Errorf("Events %v", seen)
+	})
+	return found
+}

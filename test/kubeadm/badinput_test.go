@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,25 +45,15 @@ func (w *workflow) missingCert() {
 	if err := w.cs.CoreV1().Pods("kube-system").Delete(context.Background(), old, metav1.DeleteOptions{}); err != nil {
 		w.t.Fatal(err)
 	}
-	framework.Eventually(w.t, settle, pollEvery, "a FailedMount Event naming "+healthcheckCert+" on "+n.Name+"'s new agent pod",
-		func(ctx context.Context) (bool, error) {
-			pod := w.agentPodOn(n)
-			if pod == old {
-				return false, fmt.Errorf("%s not replaced yet", old)
-			}
-			events, err := w.cs.CoreV1().Events("kube-system").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
-			if err != nil {
-				return false, err
-			}
-			var seen []string
-			for _, ev := range events.Items {
-				if ev.Reason == "FailedMount" && strings.Contains(ev.Message, healthcheckCert) {
-					return true, nil
-				}
-				seen = append(seen, ev.Reason+": "+ev.Message)
-			}
-			return false, fmt.Errorf("%s's Events: %v", pod, seen)
-		})
+	framework.Eventually(w.t, settle, pollEvery, n.Name+"'s agent pod replaced", func(context.Context) (bool, error) {
+		if pod := w.agentPodOn(n); pod == old {
+			return false, fmt.Errorf("%s not replaced yet", old)
+		}
+		return true, nil
+	})
+	if ev := framework.PodEvent(w.t, w.cs, settle, pollEvery, w.agentPodOn(n), healthcheckCert); ev.Reason != "FailedMount" {
+		w.t.Errorf("the Event naming %s is %s: %s, want FailedMount", healthcheckCert, ev.Reason, ev.Message)
+	}
 	p, err := w.cs.CoreV1().Pods("kube-system").Get(context.Background(), w.agentPodOn(n), metav1.GetOptions{})
 	if err != nil {
 		w.t.Fatal(err)

@@ -166,7 +166,7 @@ func (w *workflow) agentPodsRolledOut() {
 			}
 		}
 		if len(behind) > 0 {
-			return false, fmt.Errorf("revision %s not rolled out on %v; %s", hash, behind, w.nodesAndDaemonSet(ctx))
+			return false, fmt.Errorf("revision %s not rolled out on %v; %s", hash, behind, w.nodesAndDaemonSet(ctx, nodes.Items))
 		}
 		return true, nil
 	})
@@ -174,18 +174,16 @@ func (w *workflow) agentPodsRolledOut() {
 
 // nodesAndDaemonSet says what the DaemonSet controller decides from: each Node's readiness and
 // taints, and the DaemonSet's status.
-func (w *workflow) nodesAndDaemonSet(ctx context.Context) string {
+func (w *workflow) nodesAndDaemonSet(ctx context.Context, nodes []corev1.Node) string {
 	var b strings.Builder
-	if nodes, err := w.cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err == nil {
-		for _, n := range nodes.Items {
-			ready := "unknown"
-			for _, c := range n.Status.Conditions {
-				if c.Type == corev1.NodeReady {
-					ready = string(c.Status)
-				}
+	for _, n := range nodes {
+		ready := "unknown"
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				ready = string(c.Status)
 			}
-			fmt.Fprintf(&b, "Node %s Ready=%s taints %v; ", n.Name, ready, n.Spec.Taints)
 		}
+		fmt.Fprintf(&b, "Node %s Ready=%s taints %v; ", n.Name, ready, n.Spec.Taints)
 	}
 	if ds, err := w.cs.AppsV1().DaemonSets("kube-system").Get(ctx, "etcdmember-agent", metav1.GetOptions{}); err == nil {
 		fmt.Fprintf(&b, "DaemonSet generation %d status %+v", ds.Generation, ds.Status)

@@ -66,26 +66,6 @@ func (tr *tier) waitUnready(want string) string {
 	return last
 }
 
-// podEvent waits for an Event about the agent pod whose message contains want.
-func (tr *tier) podEvent(pod, want string) corev1.Event {
-	tr.t.Helper()
-	var found corev1.Event
-	framework.Eventually(tr.t, settle, pollEvery, "an Event about "+pod+" naming "+want, func(ctx context.Context) (bool, error) {
-		evs, err := tr.cs.CoreV1().Events("kube-system").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
-		if err != nil {
-			return false, nil
-		}
-		for _, ev := range evs.Items {
-			if strings.Contains(ev.Message, want) {
-				found = ev
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	return found
-}
-
 // TestBadInputSaysWhyAndRecovers: each mistake an operator can make around the agent pod shows in
 // the pod's Events, its log or its readiness, changes nothing in etcd, and passes once fixed, with
 // no edit of the manifest: the client certificate missing, then its key unreadable, then the local
@@ -102,7 +82,7 @@ func TestBadInputSaysWhyAndRecovers(t *testing.T) {
 	}
 	tr.applyDaemonSet(tr.node.AgentImage)
 	pod := tr.agentPod("created", func(*corev1.Pod) bool { return true })
-	ev := tr.podEvent(pod.Name, cert)
+	ev := framework.PodEvent(tr.t, tr.cs, settle, pollEvery, pod.Name, cert)
 	t.Logf("missing certificate: %s %s", ev.Reason, ev.Message)
 	if err := os.Rename(cert+".away", cert); err != nil {
 		t.Fatal(err)
