@@ -260,7 +260,7 @@ func PodEvent(t TB, cs kubernetes.Interface, timeout, interval time.Duration, po
 			}
 			seen = append(seen, ev.Reason+": "+ev.Message)
 		}
-		return false, fmt.Errorf("Events %v", seen)
+		return false, fmt.Errorf("its Events: %v", seen)
 	})
 	return found
 }
