@@ -7,8 +7,11 @@ GO ?= go
 export PATH := $(BIN):$(PATH)
 
 KUBE_VERSION := v1.37.2
-ETCD_VERSION := v3.6.16
-# kubeadm up to 1.30 and k3s still run etcd 3.5: test/e2e/compat_test.go runs the core scenarios on it.
+# The etcd kubeadm v1.37 deploys (its DefaultEtcdVersion is 3.7.0-0); the newest 3.7 patch served.
+ETCD_VERSION := v3.7.3
+# The compatibility set (test/e2e/compat_test.go runs the core scenarios on each): 3.6, the minor
+# before, which clusters not yet upgraded run, and 3.5, which kubeadm up to 1.30 and k3s still run.
+ETCD36_VERSION := v3.6.16
 ETCD35_VERSION := v3.5.35
 # Below the floor, to prove the agent refuses to lead it. The proxy serves 3.4 (no /v3 module path)
 # only as the pseudo-version v0.5.0-alpha.5.0.20200910180754-dd1b699fc489, the commit tagged v3.4.13.
@@ -47,7 +50,7 @@ include packaging.mk
 
 # What the demo and the lab run, and nothing else.
 DEMOBIN := $(BIN)/kube-apiserver $(BIN)/kubectl $(BIN)/etcd $(BIN)/etcdctl
-TESTBIN := $(DEMOBIN) $(BIN)/etcd-3.5 $(BIN)/etcd-3.4 $(BIN)/prometheus $(BIN)/promtool
+TESTBIN := $(DEMOBIN) $(BIN)/etcd-3.6 $(BIN)/etcd-3.5 $(BIN)/etcd-3.4 $(BIN)/prometheus $(BIN)/promtool
 TOOLS := $(BIN)/controller-gen $(BIN)/golangci-lint
 # The node tier (test/node): the image of `make image` under a real kubelet and containerd, with the
 # control plane around them, all built here; runc, the CNI plugins and nft come from Debian.
@@ -57,10 +60,12 @@ NODEBIN := $(BIN)/kubelet $(BIN)/kube-controller-manager $(BIN)/kube-scheduler $
 NODE_PACKAGES := runc containernetworking-plugins nftables conntrack systemd
 # The kubeadm tier (test/kubeadm): kubeadm itself, and the images its static pod manifests name,
 # built from bin/'s binaries under kubeadm's own names, since no registry is reachable.
-KUBEADM_IMAGES := $(addprefix $(BIN)/kubeadm-images/,kube-apiserver.tar kube-controller-manager.tar kube-scheduler.tar etcd.tar pause.tar)
+# Two etcd images: the tier starts on 3.6 and upgrades to 3.7, as `kubeadm upgrade` does.
+KUBEADM_IMAGES := $(addprefix $(BIN)/kubeadm-images/,kube-apiserver.tar kube-controller-manager.tar kube-scheduler.tar etcd.tar etcd-3.6.tar pause.tar)
 KUBEADMBIN := $(BIN)/kubeadm $(KUBEADM_IMAGES)
 # kubeadm's form of an etcd image tag: the version without its "v", and the image's own revision.
 ETCD_IMAGE_TAG = $(patsubst v%,%,$(ETCD_VERSION))-0
+ETCD36_IMAGE_TAG = $(patsubst v%,%,$(ETCD36_VERSION))-0
 GO_SOURCES := main.go $(shell find cmd api internal -name '*.go' 2>/dev/null)
 
 .PHONY: help
@@ -168,7 +173,7 @@ $(BIN)/demo: $(GO_SOURCES) $(shell find hack/demo test/framework -name '*.go' ! 
 	@touch $@
 
 .PHONY: testbin
-testbin: $(TESTBIN) ## Build what the tests run besides the plugin: kube-apiserver, kubectl, etcd, etcdctl, etcd 3.5 and 3.4 (compatibility tests), prometheus and promtool, into bin/ from Go modules.
+testbin: $(TESTBIN) ## Build what the tests run besides the plugin: kube-apiserver, kubectl, etcd, etcdctl, etcd 3.6, 3.5 and 3.4 (compatibility tests), prometheus and promtool, into bin/ from Go modules.
 
 .PHONY: tools
 tools: $(TOOLS) ## Build the code tools make verify and make generate run: controller-gen, golangci-lint.
@@ -208,6 +213,11 @@ $(BIN)/kubeadm-images/etcd.tar: $(BIN)/etcd $(BIN)/imagebuild
 	@mkdir -p $(@D)
 	@$(STEP) image-etcd 'the etcd image of the kubeadm tier (seconds)' -- \
 		$(BIN)/imagebuild component -bin $< -name registry.k8s.io/etcd:$(ETCD_IMAGE_TAG) -out $@
+
+$(BIN)/kubeadm-images/etcd-3.6.tar: $(BIN)/etcd-3.6 $(BIN)/imagebuild
+	@mkdir -p $(@D)
+	@$(STEP) image-etcd-3.6 'the etcd 3.6 image of the kubeadm tier, which it upgrades from (seconds)' -- \
+		$(BIN)/imagebuild component -bin $< -command etcd -name registry.k8s.io/etcd:$(ETCD36_IMAGE_TAG) -out $@
 
 # kubeadm checks the sandbox image containerd runs against the one it names.
 $(BIN)/kubeadm-images/pause.tar: $(BIN)/pause.tar
@@ -249,6 +259,11 @@ $(BIN)/etcd $(BIN)/etcdctl &: hack/tools/etcd/go.mod hack/tools/etcd/go.sum
 		sh -c '$(GO) build -trimpath -o $(BIN)/etcd go.etcd.io/etcd/server/v3 && \
 		$(GO) build -trimpath -o $(BIN)/etcdctl go.etcd.io/etcd/etcdctl/v3'
 	@touch $(BIN)/etcd $(BIN)/etcdctl
+
+$(BIN)/etcd-3.6: hack/tools/etcd36/go.mod hack/tools/etcd36/go.sum
+	@cd hack/tools/etcd36 && $(STEP) etcd-3.6 'etcd $(ETCD36_VERSION) from Go modules (first run only, about 40 s)' -- \
+		$(GO) build -trimpath -o $@ go.etcd.io/etcd/server/v3
+	@touch $@
 
 $(BIN)/etcd-3.5: hack/tools/etcd35/go.mod hack/tools/etcd35/go.sum
 	@cd hack/tools/etcd35 && $(STEP) etcd-3.5 'etcd $(ETCD35_VERSION) from Go modules (first run only, about 40 s)' -- \

@@ -14,7 +14,7 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/internal/metrics"
 )
 
-// The metrics PeerTraffic reads, as etcd 3.5 and 3.6 export them on every client URL:
+// The metrics PeerTraffic reads, as etcd 3.5 to 3.7 export them on every client URL:
 //
 //	etcd_server_id{server_id="91ed3ca951db2f5d"} 1
 //	etcd_network_active_peers{Local="91ed3ca951db2f5d",Remote="c4fadcd2f2569328"} 1

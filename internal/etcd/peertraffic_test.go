@@ -13,7 +13,7 @@ import (
 )
 
 // TestPeerTrafficReadsTheMetrics: PeerTraffic's reading of a /metrics answer, on answers shaped
-// like etcd 3.6's (checked against bin/etcd: the gauge, the counter, their labels and
+// like etcd 3.6's and 3.7's (checked against bin/etcd: the gauge, the counter, their labels and
 // etcd_server_id as printed below), and on answers it must not trust.
 func TestPeerTrafficReadsTheMetrics(t *testing.T) {
 	const (

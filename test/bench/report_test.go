@@ -773,7 +773,7 @@ func versions(t *testing.T) [][2]string {
 	if output(t, root, "git", "status", "--porcelain", "--untracked-files=no") != "" {
 		commit += " with uncommitted changes"
 	}
-	// The first line reads "etcd Version: 3.6.16".
+	// The first line reads "etcd Version: 3.7.3".
 	etcd, _, _ := strings.Cut(output(t, root, framework.Binary(t, "etcd"), "--version"), "\n")
 	etcd = strings.TrimPrefix(etcd, "etcd Version: ")
 	return [][2]string{

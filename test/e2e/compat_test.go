@@ -20,20 +20,34 @@ import (
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
 
-// TestCompatEtcd35: the core scenarios on etcd 3.5, which kubeadm up to 1.30 and k3s still run,
-// with the apiserver storing in the same cluster as in the other tests. One test bed serves them
-// all, one after the other, because a fresh one per scenario would cost half a minute each; each
-// step leaves three started voters, which is what the next one needs.
+// TestCompatEtcd36: the core scenarios on etcd 3.6, the minor before the one kubeadm 1.37 deploys
+// (3.7, which every other test runs), and what clusters not yet upgraded run.
+func TestCompatEtcd36(t *testing.T) {
+	t.Parallel()
+	coreScenariosOn(t, "etcd-3.6", "3.6.")
+}
+
+// TestCompatEtcd35: the core scenarios on etcd 3.5, which kubeadm up to 1.30 and k3s still run.
 func TestCompatEtcd35(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envConfig{size: 3, etcdBinary: "etcd-3.5"})
+	coreScenariosOn(t, "etcd-3.5", "3.5.")
+}
+
+// coreScenariosOn runs the core scenarios on bin/<binary>, whose members report versions starting
+// with version, the apiserver storing in the same cluster as in the other tests. One test bed
+// serves them all, one after the other, because a fresh one per scenario would cost half a minute
+// each; each step leaves three started voters, which is what the next one needs.
+func coreScenariosOn(t *testing.T, binary, version string) {
+	e := newEnv(t, envConfig{size: 3, etcdBinary: binary})
 	step := func(name string) func() {
 		start := time.Now()
-		return func() { t.Logf("etcd 3.5: %s took %s", name, time.Since(start).Round(time.Millisecond)) }
+		return func() {
+			t.Logf("etcd %s: %s took %s", strings.TrimSuffix(version, "."), name, time.Since(start).Round(time.Millisecond))
+		}
 	}
 
 	done := step("versions and registration")
-	assertEtcdVersion(t, e.cluster, "3.5.")
+	assertEtcdVersion(t, e.cluster, version)
 	for _, m := range e.cluster.Members() {
 		obj := e.waitFor(m.Name, "Joined=True", joined)
 		if obj.Status.MemberID != m.IDHex() || !slices.Equal(obj.Status.PeerURLs, []string{m.PeerURL()}) ||
@@ -94,7 +108,7 @@ func TestCompatEtcd35(t *testing.T) {
 		t.Fatalf("object says promoted, etcd records %v for %s", rec, node4.PeerURL())
 	}
 	e.waitEvent(learner.Name, corev1.EventTypeNormal, v1alpha1.ReasonPromoted)
-	assertEtcdVersion(t, e.cluster, "3.5.")
+	assertEtcdVersion(t, e.cluster, version)
 	done()
 
 	// The leading agent never removes its own member: it hands the Lease over and another agent
@@ -112,7 +126,7 @@ func TestCompatEtcd35(t *testing.T) {
 	done()
 
 	if e.agentLogsContain(etcd.ErrEtcdTooOld.Error()) {
-		t.Errorf("an agent refused to lead etcd 3.5")
+		t.Errorf("an agent refused to lead etcd %s", strings.TrimSuffix(version, "."))
 	}
 }
 

@@ -59,7 +59,7 @@
 // A Blackhole drops bytes and keeps the connections open, so calls time out rather than fail. A
 // Stall holds the bytes instead, and lets them all through in order when healed: calls neither
 // fail nor complete meanwhile, as through a control plane that answers slowly but answers.
-// etcd 3.6 does not notice a peer stream going silent: client/pkg's NewTimeoutTransport sets the
+// etcd 3.6 and 3.7 do not notice a peer stream going silent: client/pkg's NewTimeoutTransport sets the
 // read timeout rafthttp asks for on http.Transport.Dial, which the DialContext it also sets
 // overrides. etcd_network_active_peers therefore stays at 1 across a peer blackhole; raft does
 // notice, as etcd_network_peer_received_bytes_total{From} stopping, and a follower that hears

@@ -35,7 +35,7 @@ const peerTimeout = 15 * time.Second
 // Peer faults are checked on etcd's own counter of the raft bytes a member received from each
 // peer, etcd_network_peer_received_bytes_total{From}: exactly one directed link. The leader and a
 // follower exchange heartbeats every 100ms, so a link that carries anything makes it grow. (etcd's
-// etcd_network_active_peers would be the obvious gauge, but etcd 3.6 never notices a stream that
+// etcd_network_active_peers would be the obvious gauge, but etcd 3.6/3.7 never notices a stream that
 // goes silent while its connection stays open, which is what a blackhole does: see doc.go.)
 
 // TestFaultPeerPartition cuts every link to and from a follower: neither side hears the other,

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// removedLog is what etcd (3.5 and 3.6) logs when it stops because the cluster removed it.
+// removedLog is what etcd (3.5 to 3.7) logs when it stops because the cluster removed it.
 const removedLog = "the member has been permanently removed from the cluster"
 
 // removedMeanwhile tells, once the member exited, whether it was removed from the cluster: its

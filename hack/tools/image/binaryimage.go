@@ -57,6 +57,7 @@ func runComponent(args []string) error {
 	bin := fl.String("bin", "", "the static binary of the component")
 	out := fl.String("out", "", "the image tarball to write")
 	ref := fl.String("name", "", "the image reference kubeadm's manifests name, e.g. registry.k8s.io/etcd:3.7.3-0")
+	command := fl.String("command", "", "the binary's name in the image, the command the manifests run (default: its file name)")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -67,12 +68,15 @@ func runComponent(args []string) error {
 	if err != nil {
 		return err
 	}
+	if *command == "" {
+		*command = path.Base(*bin)
+	}
 	layerData, err := layerTar(imageEpoch, []entry{
 		{name: "tmp/", mode: 0o1777},
 		{name: "usr/", mode: 0o755},
 		{name: "usr/local/", mode: 0o755},
 		{name: "usr/local/bin/", mode: 0o755},
-		{name: "usr/local/bin/" + path.Base(*bin), mode: 0o755, data: data},
+		{name: "usr/local/bin/" + *command, mode: 0o755, data: data},
 	})
 	if err != nil {
 		return err
