@@ -30,6 +30,16 @@ func (k Admin) ObjectClient(t TB, qps float32) client.WithWatch {
 	return objectClient(t, k.RESTConfig(t), qps)
 }
 
+// ObjectClientAt is ObjectClient through the cluster's apiserver at host ("https://ip:port")
+// instead of the kubeconfig's server: in a cluster of several apiservers, one that is up while the
+// kubeconfig's is not (its serving certificate must name host).
+func (k Admin) ObjectClientAt(t TB, host string, qps float32) client.WithWatch {
+	t.Helper()
+	cfg := k.RESTConfig(t)
+	cfg.Host = host
+	return objectClient(t, cfg, qps)
+}
+
 // RESTConfig is the kubeconfig's client configuration.
 func (k Admin) RESTConfig(t TB) *rest.Config {
 	t.Helper()

@@ -22,6 +22,7 @@ func TestKubeadm(t *testing.T) {
 	w.run(
 		task{"install", (*workflow).install},
 		task{"grow", (*workflow).grow},
+		task{"etcd-upgrade", (*workflow).etcdUpgrade},
 		task{"remove-for-good", (*workflow).removeForGood},
 		task{"rejoin", (*workflow).rejoin},
 		task{"reset-first", (*workflow).resetFirst},
@@ -159,4 +160,30 @@ func (w *workflow) etcdMembers() map[string]etcdMember {
 		members[m.Name] = etcdMember{ID: fmt.Sprintf("%x", m.ID), IsLearner: m.IsLearner}
 	}
 	return members
+}
+
+// etcdVersionsAre checks that every member etcd lists serves a version starting with prefix.
+func (w *workflow) etcdVersionsAre(prefix string) {
+	w.t.Helper()
+	out, err := w.cluster.Etcdctl(w.t, "endpoint", "status", "--cluster", "-w", "json")
+	if err != nil {
+		w.t.Fatalf("%v\n%s", err, out)
+	}
+	var statuses []struct {
+		Endpoint string `json:"Endpoint"`
+		Status   struct {
+			Version string `json:"version"`
+		} `json:"Status"`
+	}
+	if err := json.Unmarshal([]byte(out), &statuses); err != nil {
+		w.t.Fatalf("etcdctl endpoint status: %v\n%s", err, out)
+	}
+	if len(statuses) == 0 {
+		w.t.Fatalf("etcdctl endpoint status listed no endpoint:\n%s", out)
+	}
+	for _, s := range statuses {
+		if !strings.HasPrefix(s.Status.Version, prefix) {
+			w.t.Errorf("etcd at %s serves %q, want %s*", s.Endpoint, s.Status.Version, prefix)
+		}
+	}
 }

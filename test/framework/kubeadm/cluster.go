@@ -39,7 +39,7 @@ func Init(t framework.TB, first *Node) *Cluster {
 	version := strings.TrimSpace(first.MustKubeadm(t, "version", "-o", "short"))
 	c := &Cluster{First: first, dir: t.TempDir(), Settings: Settings{
 		KubernetesVersion: version,
-		EtcdImageTag:      first.EtcdImageTag,
+		EtcdImageTag:      first.EtcdImageTags[0],
 		Endpoint:          first.IP + ":6443",
 		ServiceSubnet:     framework.NodeServiceCIDR,
 		Token:             randomHex(t, 3) + "." + randomHex(t, 8),
@@ -133,14 +133,46 @@ func randomHex(t framework.TB, n int) string {
 // kubeadm made for health checks, the one docs/runbooks.md gives the agent.
 func (c *Cluster) Etcdctl(t framework.TB, args ...string) (string, error) {
 	t.Helper()
+	return c.EtcdctlAt(t, c.First, 30*time.Second, args...)
+}
+
+// EtcdctlAt is Etcdctl against n's member alone, each dial and call bounded by timeout (etcdctl
+// appends a second --endpoints to the first, so the endpoint cannot be an argument).
+func (c *Cluster) EtcdctlAt(t framework.TB, n *Node, timeout time.Duration, args ...string) (string, error) {
+	t.Helper()
 	pki := c.First.HostPath(t, "/etc/kubernetes/pki/etcd")
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Second)
 	defer cancel()
-	argv := append([]string{"--endpoints=https://" + c.First.IP + ":2379", "--cacert=" + filepath.Join(pki, "ca.crt"),
-		"--cert=" + filepath.Join(pki, "healthcheck-client.crt"), "--key=" + filepath.Join(pki, "healthcheck-client.key")}, args...)
+	argv := append([]string{"--endpoints=https://" + n.IP + ":2379", "--cacert=" + filepath.Join(pki, "ca.crt"),
+		"--cert=" + filepath.Join(pki, "healthcheck-client.crt"), "--key=" + filepath.Join(pki, "healthcheck-client.key"),
+		"--dial-timeout=" + timeout.String(), "--command-timeout=" + timeout.String()}, args...)
 	out, err := exec.CommandContext(ctx, framework.Binary(t, "etcdctl"), argv...).CombinedOutput()
 	if err != nil {
-		return string(out), fmt.Errorf("etcdctl %s: %w", strings.Join(args, " "), err)
+		return string(out), fmt.Errorf("etcdctl %s at %s: %w", strings.Join(args, " "), n.Name, err)
 	}
 	return string(out), nil
+}
+
+// SetEtcdImageTag names tag as the etcd image of every node from now on, in the
+// ClusterConfiguration kubeadm keeps in the kube-system/kubeadm-config ConfigMap, as `kubeadm
+// upgrade apply` stores the configuration it upgraded to: `kubeadm upgrade node` and every later
+// join deploy what it says.
+func (c *Cluster) SetEtcdImageTag(t framework.TB, tag string) {
+	t.Helper()
+	cs := c.Admin(t).Clientset(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "kubeadm-config", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("%v", fmt.Errorf("reading kubeadm's ClusterConfiguration: %w", err))
+	}
+	config, old := cm.Data["ClusterConfiguration"], "imageTag: "+c.EtcdImageTag+"\n"
+	if strings.Count(config, old) != 1 {
+		t.Fatalf("kubeadm's ClusterConfiguration has not exactly one %q:\n%s", old, config)
+	}
+	cm.Data["ClusterConfiguration"] = strings.Replace(config, old, "imageTag: "+tag+"\n", 1)
+	if _, err := cs.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("%v", fmt.Errorf("storing kubeadm's ClusterConfiguration with etcd %s: %w", tag, err))
+	}
+	c.EtcdImageTag = tag
 }

@@ -29,8 +29,8 @@ type preflightException struct{ Name, Why string }
 type Settings struct {
 	// KubernetesVersion is the version kubeadm deploys and the control plane images' tag.
 	KubernetesVersion string
-	// EtcdImageTag is the tag of registry.k8s.io/etcd that the tier built (kubeadm's form,
-	// "3.7.3-0").
+	// EtcdImageTag is the tag of registry.k8s.io/etcd that kubeadm deploys (kubeadm's form,
+	// "3.7.3-0"): the oldest the tier built, which its etcd upgrade moves from.
 	EtcdImageTag string
 	// Endpoint is controlPlaneEndpoint, host:port: a join --control-plane requires one.
 	Endpoint string

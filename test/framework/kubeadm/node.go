@@ -11,9 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/etcdmember/kubectl-etcdmember/test/framework"
 )
@@ -44,8 +47,9 @@ type Node struct {
 	IP   string
 	// AgentImage is the image of make image, as imported into the node's containerd.
 	AgentImage string
-	// EtcdImageTag is the tag of the etcd image the node holds (make kubeadmbin).
-	EtcdImageTag string
+	// EtcdImageTags are the tags of the etcd images the node holds (make kubeadmbin), oldest
+	// first: the tier starts on the first and upgrades to the last.
+	EtcdImageTags []string
 
 	// owner is the test of NewNode: the node's processes live as long as it does, whichever task
 	// started them.
@@ -115,12 +119,30 @@ func (n *Node) importImages(t framework.TB) {
 		case strings.Contains(ref, "/kubectl-etcdmember:"):
 			n.AgentImage = ref
 		case strings.HasPrefix(ref, "registry.k8s.io/etcd:"):
-			n.EtcdImageTag = strings.TrimPrefix(ref, "registry.k8s.io/etcd:")
+			n.EtcdImageTags = append(n.EtcdImageTags, strings.TrimPrefix(ref, "registry.k8s.io/etcd:"))
 		}
 	}
-	if n.AgentImage == "" || n.EtcdImageTag == "" {
-		t.Fatalf("node %s: the agent image or etcd's is missing after importing %v", n.Name, append(tars, agentTar))
+	if n.AgentImage == "" || len(n.EtcdImageTags) < 2 {
+		t.Fatalf("node %s: after importing %v, the agent image is %q and etcd's tags %v; want the agent's and two etcd versions to upgrade between: run \"make image kubeadmbin\"",
+			n.Name, append(tars, agentTar), n.AgentImage, n.EtcdImageTags)
 	}
+	versions := map[string]*version.Version{}
+	for _, tag := range n.EtcdImageTags {
+		v, err := version.ParseGeneric(tag)
+		if err != nil {
+			t.Fatalf("node %s: etcd image tag %q: %v", n.Name, tag, err)
+		}
+		versions[tag] = v
+	}
+	slices.SortFunc(n.EtcdImageTags, func(a, b string) int {
+		switch {
+		case versions[a].LessThan(versions[b]):
+			return -1
+		case versions[b].LessThan(versions[a]):
+			return 1
+		}
+		return 0
+	})
 }
 
 // HostPath is where the tier reads one of the node's files under its private directories.
