@@ -29,13 +29,13 @@ const healthyAfterServing = 2 * controller.DefaultProbeInterval
 // node-2's upgrade runs while a leave of node-3 is pending: asked once node-2's etcd has stopped,
 // when removing node-3 would leave one healthy voter of two. node-3's member must not go while
 // node-2's etcd is down (the leader says so with a QuorumAtRisk Event); it goes after, and no
-// other member does. (The leave goes through node-1's
-// apiserver, which kubeadm's admin.conf names: node-2's own serves nothing while its etcd, the only
-// one it stores in, is down.) node-3, reset, joins again on the new minor. node-3's and node-1's
-// upgrades run with no leave pending. During each, the node's object turns Healthy=False when its
-// etcd is down for longer than two probe intervals (38 to 40 s in the runs so far); after each, it is
-// Healthy=True within two probe intervals of its etcd serving the new version, and no agent
-// restarts (WatchAgentPods).
+// other member does. The leave goes through node-1's apiserver, which kubeadm's admin.conf names:
+// node-2's own serves nothing while its etcd, the only one it stores in, is down. node-3, reset,
+// then joins again on the new minor. node-3's and node-1's upgrades run with no leave pending.
+//
+// During each upgrade the node's object turns Healthy=False when its etcd is down for longer than
+// two probe intervals (38 to 40 s in the runs so far); after it, the object is Healthy=True within
+// two probe intervals of its etcd serving the new version, and no agent restarts (WatchAgentPods).
 func (w *workflow) etcdUpgrade() {
 	from, to := w.cluster.EtcdImageTag, w.nodes[0].EtcdImageTags[len(w.nodes[0].EtcdImageTags)-1]
 	if from == to {
@@ -129,8 +129,8 @@ func (w *workflow) upgradeEtcd(n *tier.Node, tag string, pending *tier.Node) {
 			w.t.Fatalf("%s's etcd upgrade: kubeadm done %t, its etcd stopped %t, served %s at %v, object Healthy at %v; not done after %s",
 				n.Name, kubeadm != nil, stopped, want, served, health, kubeadmUpgradeTimeout)
 		}
-		// pending's member as a third member sees it, read before n's state: gone there while
-		// n's etcd is down means the removal was committed while n's etcd was down.
+		// pending's membership as the witness's member holds it, read before n's state: gone
+		// there while n's etcd is still down means the removal was committed meanwhile.
 		gone := asked && !w.listsMember(witness, pending.Name)
 		version := w.etcdVersionAt(n)
 		switch {
