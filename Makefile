@@ -118,7 +118,7 @@ test: build testbin nodebin kubeadmbin krew image dist $(TOOLS) $(BIN)/.test-mod
 	$(GOTEST) -count=1 -timeout 15m $(OTHER_PACKAGES)
 	$(GOTEST) -count=1 -timeout 20m $(E2E_PACKAGE)
 	$(GOTEST) -count=1 -timeout 20m $(NODE_PACKAGE)
-	$(GOTEST) -count=1 -timeout 15m $(KUBEADM_PACKAGE)
+	$(GOTEST) -count=1 -timeout 20m $(KUBEADM_PACKAGE)
 	@cat $(ETCDMEMBER_SLOWEST_LOG)
 	$(GOTEST) -count=1 -timeout 10m $(PACKAGING_PACKAGE)
 	$(MAKE) --no-print-directory fuzz
