@@ -169,6 +169,22 @@ func (w *workflow) etcdVersionsAre(prefix string) {
 	if err != nil {
 		w.t.Fatalf("%v\n%s", err, out)
 	}
+	versions, err := endpointVersions(out)
+	if err != nil {
+		w.t.Fatalf("etcdctl endpoint status: %v\n%s", err, out)
+	}
+	if len(versions) == 0 {
+		w.t.Fatalf("etcdctl endpoint status listed no endpoint:\n%s", out)
+	}
+	for endpoint, v := range versions {
+		if !strings.HasPrefix(v, prefix) {
+			w.t.Errorf("etcd at %s serves %q, want %s*", endpoint, v, prefix)
+		}
+	}
+}
+
+// endpointVersions is the version each endpoint serves, from `etcdctl endpoint status -w json`.
+func endpointVersions(out string) (map[string]string, error) {
 	var statuses []struct {
 		Endpoint string `json:"Endpoint"`
 		Status   struct {
@@ -176,14 +192,11 @@ func (w *workflow) etcdVersionsAre(prefix string) {
 		} `json:"Status"`
 	}
 	if err := json.Unmarshal([]byte(out), &statuses); err != nil {
-		w.t.Fatalf("etcdctl endpoint status: %v\n%s", err, out)
+		return nil, err
 	}
-	if len(statuses) == 0 {
-		w.t.Fatalf("etcdctl endpoint status listed no endpoint:\n%s", out)
-	}
+	versions := map[string]string{}
 	for _, s := range statuses {
-		if !strings.HasPrefix(s.Status.Version, prefix) {
-			w.t.Errorf("etcd at %s serves %q, want %s*", s.Endpoint, s.Status.Version, prefix)
-		}
+		versions[s.Endpoint] = s.Status.Version
 	}
+	return versions, nil
 }

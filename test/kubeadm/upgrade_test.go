@@ -208,15 +208,14 @@ func (w *workflow) etcdVersionAt(n *tier.Node) string {
 	if err != nil {
 		return ""
 	}
-	var statuses []struct {
-		Status struct {
-			Version string `json:"version"`
-		} `json:"Status"`
-	}
-	if json.Unmarshal([]byte(out), &statuses) != nil || len(statuses) != 1 {
+	versions, err := endpointVersions(out)
+	if err != nil || len(versions) != 1 {
 		return ""
 	}
-	return statuses[0].Status.Version
+	for _, v := range versions {
+		return v
+	}
+	return ""
 }
 
 // listsMember tells whether at's own copy of the membership (a serializable read, which needs no
