@@ -60,6 +60,11 @@ func TestLeaveOutcomes(t *testing.T) {
 				})
 			},
 			left: metav1.ConditionFalse, reason: v1alpha1.ReasonEtcdError, intent: true},
+		// The guard's probe finds every peer serving; etcd does not count one yet (kubeadm's
+		// upgrade of its etcd, seen in the kubeadm tier). Nothing removed, no intent left behind.
+		{name: "etcd's own check refuses while a peer has just come back", members: etcdfake.Voters(3), leave: "node-2",
+			setup: func(w *world) { w.etcd.Set(3, func(m *etcdfake.Member) { m.Recent = true }) },
+			left:  metav1.ConditionFalse, reason: v1alpha1.ReasonQuorumAtRisk, message: "Refused by etcd"},
 		{name: "forced removal of a healthy cluster's voter", members: etcdfake.Voters(2), leave: "node-2",
 			setup: func(w *world) {
 				w.etcd.Set(1, func(m *etcdfake.Member) { m.NoLeader = false })
@@ -196,6 +201,36 @@ func TestLeaveOutcomes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEtcdRefusalHeld: a removal the guard allowed and etcd's own check refused, because a peer
+// has just come back, waits as a refusal: QuorumAtRisk with a Warning Event, no error for the
+// controller's error log, no intent left, a re-check after the interval. Once etcd counts the peer,
+// the re-check removes.
+func TestEtcdRefusalHeld(t *testing.T) {
+	w := newWorld(t, etcdfake.Voters(3)...)
+	w.etcd.Set(3, func(m *etcdfake.Member) { m.Recent = true })
+	w.askLeave("node-2")
+	res, err := w.reconcile("node-2")
+	if err != nil || res.RequeueAfter != 5*time.Second {
+		t.Fatalf("reconcile = %+v, %v; want a re-check after 5s and no error", res, err)
+	}
+	w.expect("node-2", v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk, "refused by etcd")
+	if ev := w.events("node-2", v1alpha1.ReasonQuorumAtRisk); len(ev) != 1 {
+		t.Errorf("QuorumAtRisk Events %v, want one", ev)
+	}
+	if _, stored := w.etcd.Intent(2); stored {
+		t.Errorf("an intent is stored for a removal etcd refused")
+	}
+	if got := w.removals(); len(got) != 0 {
+		t.Fatalf("removed %v although etcd refused", got)
+	}
+
+	w.etcd.Set(3, func(m *etcdfake.Member) { m.Recent = false })
+	if _, err := w.reconcile("node-2"); err != nil {
+		t.Fatal(err)
+	}
+	w.expect("node-2", v1alpha1.ConditionLeft, metav1.ConditionTrue, v1alpha1.ReasonRemoved, "removed once etcd counts the peer")
 }
 
 // TestFenceReadsOverlapTheLeave: on the fast path the fence's reads are the head start's, made

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -135,6 +136,9 @@ func (r *MembershipReconciler) remove(ctx context.Context, m *v1alpha1.EtcdMembe
 		if errors.Is(err, ErrFenced) || errors.Is(err, errNoIntent) {
 			return ctrl.Result{}, err
 		}
+		if errors.Is(err, rpctypes.ErrUnhealthy) && !n.forced {
+			return r.refusedByEtcd(ctx, m, target)
+		}
 		status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonEtcdError,
 			fmt.Sprintf("etcd did not remove member %s; the leader retries with back-off. etcd's error is in the EtcdError Event and the leading agent's log; check the health of the etcd cluster.", m.Status.MemberID))
 		return ctrl.Result{}, err
@@ -144,6 +148,21 @@ func (r *MembershipReconciler) remove(ctx context.Context, m *v1alpha1.EtcdMembe
 	metrics.LeaveDuration.Observe(r.now().Sub(r.leaveSeen[m.UID]).Seconds())
 	delete(r.leaveSeen, m.UID)
 	return ctrl.Result{}, nil
+}
+
+// refusedByEtcd holds a leave that the guard allowed and etcd's own check refused
+// (--strict-reconfig-check, on by default): etcd counts a voter active only once it has been
+// connected to etcd's leader for 5 s, so a member that has just come back (its etcd restarted, or
+// upgraded by kubeadm) answers the guard's probe before etcd counts it. Nothing was removed: the
+// intent goes, and the request waits as the guard's own refusals do, without an error. A forced
+// leave, which skipped the guard, keeps EtcdError: there etcd's check is the only one.
+func (r *MembershipReconciler) refusedByEtcd(ctx context.Context, m *v1alpha1.EtcdMember, target etcd.Member) (ctrl.Result, error) {
+	logf.FromContext(ctx).Info("Refusing leave: etcd refused the removal", "memberID", m.Status.MemberID,
+		"detail", rpctypes.ErrUnhealthy.Error())
+	status.Set(m, v1alpha1.ConditionLeft, metav1.ConditionFalse, v1alpha1.ReasonQuorumAtRisk,
+		fmt.Sprintf("Refused by etcd (%q): without member %s, etcd does not count enough voters active to keep its quorum. A member that has just restarted counts only once connected for 5 s; the request is re-checked every %s. If it stays refused, check the members with `etcdctl endpoint health --cluster`.",
+			rpctypes.ErrUnhealthy.Error(), m.Status.MemberID, r.RecheckInterval))
+	return ctrl.Result{RequeueAfter: r.RecheckInterval}, r.Intents.Delete(ctx, target.ID)
 }
 
 // handOver deals with a leave for the leader's own member.

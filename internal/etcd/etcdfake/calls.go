@@ -64,7 +64,7 @@ func (c *Cluster) MemberRemove(ctx context.Context, via etcd.Member, id uint64) 
 				continue
 			}
 			remaining++
-			if c.activeLocked(v) {
+			if c.activeLocked(v) && !c.members[v].Recent {
 				active++
 			}
 		}

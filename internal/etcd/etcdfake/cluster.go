@@ -64,6 +64,10 @@ type Member struct {
 	// NoLeader: the member answers status, but has lost its leader (a partition on its side), so
 	// it serves no linearizable read, and neither hears its peers nor is heard by them.
 	NoLeader bool
+	// Recent: the member came back less than 5 s ago (its etcd restarted). It serves, hears the
+	// leader and is heard, but etcd's strict reconfiguration check counts a peer active only once
+	// connected for 5 s, so a removal that needs it active is refused.
+	Recent bool
 	// AnsweredBy makes another member answer on this member's client URLs (a VIP, a reused
 	// address); probes then find this member unreachable.
 	AnsweredBy uint64
