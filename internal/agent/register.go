@@ -98,7 +98,7 @@ func (r *Registrar) Start(ctx context.Context) error {
 	log := logf.FromContext(ctx).WithName("register")
 	ctx = logf.IntoContext(ctx, log)
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		err := r.sync(ctx)
+		err := explainForbidden(r.sync(ctx))
 		missing := members.NotInstalled(err)
 		r.lastSync.Store(&syncResult{err: err})
 		switch {
@@ -110,6 +110,20 @@ func (r *Registrar) Start(ctx context.Context) error {
 		}
 	}, r.Interval)
 	return nil
+}
+
+// agentsGroup is the group config/rbac binds the agent's rights to, besides the DaemonSet's
+// ServiceAccount: the credential of the static pod and the systemd unit must be in it.
+const agentsGroup = "etcdmember:agents"
+
+// explainForbidden names the usual cause when the API refuses the agent: a credential made with
+// another group than agentsGroup (a typo in `kubeadm kubeconfig user --org`) authenticates, and
+// is allowed nothing of the agent's.
+func explainForbidden(err error) error {
+	if err == nil || !apierrors.IsForbidden(err) {
+		return err
+	}
+	return fmt.Errorf("the API refused the agent's identity: config/rbac gives the agent's rights to the group %s and to the ServiceAccount kube-system/etcdmember-agent only, so check the group of its kubeconfig's user (docs/runbooks.md, \"Install on kubeadm\"): %w", agentsGroup, err)
 }
 
 // CRDInstalled fails, naming the fix, while the last sync found the EtcdMember CRD missing; it

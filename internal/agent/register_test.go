@@ -2,12 +2,17 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -152,5 +157,23 @@ func TestRefreshWritesOnlyTheAgentsField(t *testing.T) {
 				t.Errorf("status after the agent's refresh:\n got  %+v %v\n want %+v %v", got.Status, conds, tc.want, tc.conds)
 			}
 		})
+	}
+}
+
+// TestExplainForbidden: a refusal of the agent's identity names the group config/rbac binds, and
+// stays a Forbidden error; any other error passes through unchanged.
+func TestExplainForbidden(t *testing.T) {
+	refused := apierrors.NewForbidden(schema.GroupResource{Group: "etcdmember.io", Resource: "etcdmembers"}, "node-1",
+		errors.New(`User "etcdmember-agent-node-1" cannot get resource "etcdmembers"`))
+	got := explainForbidden(fmt.Errorf("get etcdmember node-1: %w", refused))
+	if !apierrors.IsForbidden(got) || !strings.Contains(got.Error(), "etcdmember:agents") || !strings.Contains(got.Error(), "etcdmember-agent-node-1") {
+		t.Errorf("explainForbidden = %v: want a Forbidden error naming the group and keeping the API's answer", got)
+	}
+	other := errors.New("etcd unreachable")
+	if got := explainForbidden(other); !errors.Is(got, other) || got.Error() != other.Error() {
+		t.Errorf("explainForbidden(%v) = %v, want it unchanged", other, got)
+	}
+	if explainForbidden(nil) != nil {
+		t.Error("explainForbidden(nil) is not nil")
 	}
 }

@@ -3,12 +3,14 @@ package framework
 import (
 	"context"
 	"crypto/tls"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -107,6 +109,27 @@ func StartShippedPrometheus(t TB, targets []string, token string) *Prometheus {
 	t.Helper()
 	return StartPrometheus(t, ShippedScrapeConfig(t, targets),
 		map[string][]byte{rulesFile: ShippedRules(t), tokenFile: []byte(token)})
+}
+
+// ScraperSecretToken is the token a token controller (kube-controller-manager's) writes into
+// ScraperSecret once metrics-reader.yaml is applied: what scrape.yaml tells an operator to read.
+func (k Admin) ScraperSecretToken(t TB, timeout time.Duration) string {
+	t.Helper()
+	var token string
+	// Once a second: each attempt is a kubectl process.
+	Eventually(t, timeout, time.Second, "the token controller filling "+ScraperSecret, func(context.Context) (bool, error) {
+		out, err := k.Kubectl(t, "-n", ScraperNamespace, "get", "secret", ScraperSecret, "-o", "jsonpath={.data.token}")
+		if err != nil {
+			return false, err
+		}
+		raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(out))
+		if err != nil {
+			return false, err
+		}
+		token = string(raw)
+		return token != "", nil
+	})
+	return token
 }
 
 // ScraperToken is a token of the scraper's ServiceAccount (apply metrics-reader.yaml first) from

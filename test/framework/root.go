@@ -21,3 +21,13 @@ func RepoRoot() (string, bool) {
 		}
 	}
 }
+
+// MustRepoRoot is RepoRoot that fails t when there is none.
+func MustRepoRoot(t TB) string {
+	t.Helper()
+	root, ok := RepoRoot()
+	if !ok {
+		t.Fatalf("repository root (the directory of %s's go.mod) not found above the working directory", modulePath)
+	}
+	return root
+}

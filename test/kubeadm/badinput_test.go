@@ -66,15 +66,7 @@ func (w *workflow) missingCert() {
 	if p.Status.Phase != corev1.PodPending {
 		w.t.Errorf("%s is %s without %s, want Pending", p.Name, p.Status.Phase, healthcheckCert)
 	}
-	// Over two of the leader's probe intervals: what a pod that cannot start could set off would show.
-	if err := framework.Hold(2*controller.DefaultProbeInterval, time.Second, func(context.Context) (bool, error) {
-		if after := w.etcdMembers(); !maps.Equal(after, before) {
-			return false, fmt.Errorf("now %v, before %v", after, before)
-		}
-		return true, nil
-	}); err != nil {
-		w.t.Errorf("etcd's members changed while %s's agent could not start: %v", n.Name, err)
-	}
+	w.membersHold(before, n.Name+"'s agent could not start")
 	restore()
 	w.agentPodsRolledOut()
 	w.registered(n)
@@ -99,4 +91,18 @@ func (w *workflow) agentPodOn(n *tier.Node) string {
 		return false, fmt.Errorf("%d pods, all being deleted", len(pods.Items))
 	})
 	return name
+}
+
+// membersHold checks that etcd's members stay before for two of the leader's probe intervals,
+// while what (a bad input) lasts: what a pod that cannot act could set off would show by then.
+func (w *workflow) membersHold(before map[string]etcdMember, what string) {
+	w.t.Helper()
+	if err := framework.Hold(2*controller.DefaultProbeInterval, time.Second, func(context.Context) (bool, error) {
+		if after := w.etcdMembers(); !maps.Equal(after, before) {
+			return false, fmt.Errorf("now %v, before %v", after, before)
+		}
+		return true, nil
+	}); err != nil {
+		w.t.Errorf("etcd's members changed while %s: %v", what, err)
+	}
 }

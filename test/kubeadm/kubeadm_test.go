@@ -30,6 +30,7 @@ func TestKubeadm(t *testing.T) {
 		task{"replace-dead", (*workflow).replaceDead},
 		task{"unreachable-removed", (*workflow).unreachableRemoved},
 		task{"missing-cert", (*workflow).missingCert},
+		task{"static-pod", (*workflow).staticPod},
 	)
 }
 

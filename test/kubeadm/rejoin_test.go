@@ -3,6 +3,7 @@ package kubeadm
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -59,8 +60,9 @@ func (w *workflow) resetFirst() {
 	w.nodeHeld(gone.Name)
 	notFound := len(w.events(gone.Name, v1alpha1.ReasonNotFound))
 	w.admin.MustKubectl(w.t, "drain", gone.Name, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=2m")
-	gone.MustKubeadm(w.t, "reset", "-f")
-	w.resetClean(gone)
+	if out, err := w.reset(gone); err != nil {
+		w.t.Fatalf("%v\n%s", err, out)
+	}
 	w.member(gone.Name, "Joined=False/NotFound", func(m *v1alpha1.EtcdMember) bool {
 		c := status.Get(m, v1alpha1.ConditionJoined)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonNotFound
@@ -92,16 +94,32 @@ func (w *workflow) resetFirst() {
 	w.othersHealthy(gone)
 }
 
-// resetClean checks that kubeadm reset left no container on n: its kubelet, stopped as kubeadm
-// asked, started none again, and nothing holds the ports the next join checks.
-func (w *workflow) resetClean(n *tier.Node) {
+// reset removes n's machine from the cluster as docs/runbooks.md says, `systemctl stop kubelet`
+// then `kubeadm reset -f`, and returns kubeadm's output and error. The kubelet stops first because
+// kubeadm reset empties /var/lib/etcd as soon as the member is out of etcd, and stops the kubelet
+// only in a later phase: meanwhile a running kubelet restarts the etcd container that has just
+// exited, and that etcd writes the directory again. The next `kubeadm join` then fails its
+// preflight with "/var/lib/etcd is not empty" (seen once here, with 30 ms between the kubelet's
+// restart and kubeadm's cleaning).
+func (w *workflow) reset(n *tier.Node) (string, error) {
 	w.t.Helper()
+	n.StopKubelet(w.t)
+	out, err := n.Kubeadm(w.t, "reset", "-f")
+	// What the next join requires: no container, and an empty /var/lib/etcd.
 	framework.Eventually(w.t, 10*time.Second, pollEvery, "no container on "+n.Name+" after kubeadm reset", func(context.Context) (bool, error) {
 		if ids := n.Containers(w.t); len(ids) > 0 {
 			return false, fmt.Errorf("containers %v", ids)
 		}
 		return true, nil
 	})
+	entries, readErr := os.ReadDir(n.HostPath(w.t, "/var/lib/etcd"))
+	if readErr != nil {
+		w.t.Fatalf("node %s: %v", n.Name, readErr)
+	}
+	if len(entries) > 0 {
+		w.t.Errorf("/var/lib/etcd on %s holds %d entries after kubeadm reset (%s first), want none", n.Name, len(entries), entries[0].Name())
+	}
+	return out, err
 }
 
 // nodeDeleteAtOnce bounds the deletion of a Node whose member is already gone: one reconcile of

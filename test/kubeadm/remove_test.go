@@ -31,10 +31,9 @@ func (w *workflow) removeForGood() {
 		w.t.Errorf("kubectl delete node %s returned with its member still in etcd's member list", gone.Name)
 	}
 	w.member(gone.Name, "Left=True/Removed", removed)
-	if out, err := gone.Kubeadm(w.t, "reset", "-f"); err != nil {
+	if out, err := w.reset(gone); err != nil {
 		w.t.Errorf("kubeadm reset -f on %s, whose member is already gone: %v\n%s", gone.Name, err, out)
 	}
-	w.resetClean(gone)
 	if n := w.eventCount(gone.Name, v1alpha1.ReasonRemoved, removedBefore+1); n != removedBefore+1 {
 		w.t.Errorf("%d Removed Events about %s, want %d", n, gone.Name, removedBefore+1)
 	}

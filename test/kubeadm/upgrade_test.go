@@ -73,8 +73,9 @@ func (w *workflow) etcdUpgrade() {
 		w.t.Errorf("etcd's members after %s's leave: %v, want %s and %s only", node3.Name, after, node1.Name, node2.Name)
 	}
 
-	node3.MustKubeadm(w.t, "reset", "-f")
-	w.resetClean(node3)
+	if out, err := w.reset(node3); err != nil {
+		w.t.Fatalf("%v\n%s", err, out)
+	}
 	if ev := w.events(node3.Name, v1alpha1.ReasonNotFound); len(ev) > 0 {
 		w.t.Errorf("NotFound Events about %s, which left before kubeadm reset: %v", node3.Name, ev)
 	}

@@ -1,12 +1,9 @@
 package node
 
 import (
-	"context"
-	"encoding/base64"
 	"net"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -38,7 +35,7 @@ func TestMetricsAndAlertsFromThePod(t *testing.T) {
 	tr.api.MustKubectl(t, "apply", "-f", filepath.Join(root, "config", "prometheus", "metrics-reader.yaml"))
 	tr.installLeading()
 	target := tr.metricsTarget(tr.agentPod("Ready", framework.PodReady))
-	token := tr.scraperSecretToken()
+	token := tr.api.Admin().ScraperSecretToken(t, settle)
 	if err := tr.api.CheckMetricsAccess(t, token, settle, target); err != nil {
 		t.Errorf("the pod agent's /metrics: %v", err)
 	}
@@ -78,26 +75,4 @@ func (tr *tier) metricsTarget(pod *corev1.Pod) string {
 	}
 	tr.t.Fatalf("the agent pod declares no metrics port: %+v", pod.Spec.Containers)
 	return ""
-}
-
-// scraperSecretToken is the token kube-controller-manager writes into metrics-reader.yaml's
-// Secret, read the way scrape.yaml's comment says (kubectl get secret, then base64 -d).
-func (tr *tier) scraperSecretToken() string {
-	tr.t.Helper()
-	var token string
-	framework.Eventually(tr.t, settle, pollEvery, "the token controller filling "+framework.ScraperSecret,
-		func(context.Context) (bool, error) {
-			out, err := tr.api.Kubectl(tr.t, "-n", framework.ScraperNamespace, "get", "secret", framework.ScraperSecret,
-				"-o", "jsonpath={.data.token}")
-			if err != nil {
-				return false, err
-			}
-			raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(out))
-			if err != nil {
-				return false, err
-			}
-			token = string(raw)
-			return token != "", nil
-		})
-	return token
 }

@@ -25,11 +25,7 @@ const modulePath = "github.com/etcdmember/kubectl-etcdmember"
 // RepoRoot is the directory of the root go.mod, found by walking up from the working directory.
 func RepoRoot(t testing.TB) string {
 	t.Helper()
-	root, ok := framework.RepoRoot()
-	if !ok {
-		t.Fatal("repository root not found above the working directory")
-	}
-	return root
+	return framework.MustRepoRoot(t)
 }
 
 // Need returns the absolute path of rel (relative to the repository root) and fails the test,

@@ -215,6 +215,30 @@ func (n *Node) MustKubeadm(t framework.TB, args ...string) string {
 	return out
 }
 
+// AgentCredential writes the static pod agent's kubeconfig, /etc/etcdmember/kubeconfig, as
+// docs/runbooks.md ("Install on kubeadm", step 2) makes it: `kubeadm kubeconfig user
+// --client-name=etcdmember-agent-<node> --org=<group>`, its standard output into a file only root
+// reads.
+func (n *Node) AgentCredential(t framework.TB, group string) {
+	t.Helper()
+	_, kubeconfig, err := n.kubeadm(t, "kubeconfig", "user", "--client-name=etcdmember-agent-"+n.Name, "--org="+group)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	if err := os.WriteFile(n.HostPath(t, "/etc/etcdmember/kubeconfig"), []byte(kubeconfig), 0o600); err != nil {
+		t.Fatalf("node %s: %v", n.Name, err)
+	}
+}
+
+// Run runs argv on the machine, in its namespaces, as an operator's shell there would, and
+// returns its combined output.
+func (n *Node) Run(t framework.TB, argv ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return n.ns.Run(ctx, argv...)
+}
+
 // Containers are the IDs of the containers the node's containerd holds for the kubelet, running
 // or not: none once kubeadm reset has cleaned the machine.
 func (n *Node) Containers(t framework.TB) []string {
@@ -259,6 +283,19 @@ func (n *Node) stopServices(t framework.TB) {
 			if err := p.Stop(); err != nil {
 				t.Logf("node %s: %v", n.Name, err)
 			}
+		}
+	}
+}
+
+// StopKubelet stops the node's kubelet, as `systemctl stop kubelet` would: the containers it
+// started keep running, and nothing starts one again once it exits.
+func (n *Node) StopKubelet(t framework.TB) {
+	t.Helper()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.kubelet != nil && n.kubelet.Exited() == nil {
+		if err := n.kubelet.Stop(); err != nil {
+			t.Fatalf("node %s: stopping the kubelet: %v", n.Name, err)
 		}
 	}
 }
