@@ -99,8 +99,8 @@ func (w *workflow) resetFirst() {
 // kubeadm reset empties /var/lib/etcd as soon as the member is out of etcd, and stops the kubelet
 // only in a later phase: meanwhile a running kubelet restarts the etcd container that has just
 // exited, and that etcd writes the directory again. The next `kubeadm join` then fails its
-// preflight with "/var/lib/etcd is not empty" (seen once here, with 30 ms between the kubelet's
-// restart and kubeadm's cleaning).
+// preflight with "/var/lib/etcd is not empty" (seen once here: the kubelet restarted etcd 60 ms
+// before kubeadm emptied the directory, and etcd wrote it again 30 ms after).
 func (w *workflow) reset(n *tier.Node) (string, error) {
 	w.t.Helper()
 	n.StopKubelet(w.t)

@@ -60,6 +60,10 @@ func (w *workflow) staticPod() {
 		w.t.Errorf("the agent's log does not say that the API refused it, naming %s:\n%s", agentsGroup, log)
 	}
 	w.membersHold(before, first.Name+"'s agent had no rights")
+	// It waits for rights and never exits for want of them: the restart below is the only one.
+	if p := w.mirrorPod(first); framework.PodRestarts(p) != 0 {
+		w.t.Errorf("%s's agent restarted %d times without rights, want none", first.Name, framework.PodRestarts(p))
+	}
 	// The same manifest again makes the same pod (the kubelet names a static pod by a hash of
 	// its manifest): its container's restart count goes on from the stopped one's, or not,
 	// depending on whether the kubelet had forgotten the pod. Counted once it runs again.
@@ -86,8 +90,8 @@ func (w *workflow) staticPod() {
 	prom.WaitQuery(w.t, "sum(etcdmember_member_healthy)", settle, func(s []framework.Sample) bool {
 		return len(s) == 1 && s[0].Value == float64(len(w.nodes))
 	})
-	// EtcdMemberNoLeadingAgent may be pending from before the first scrape (absent(etcdmember_leader)).
-	prom.WaitAlerts(w.t, "no alert pending or firing on the healthy cluster", time.Now(), settle, func(a map[string]bool) bool { return len(a) == 0 })
+	// EtcdMemberNoLeadingAgent may have fired before the first scrape (absent(etcdmember_leader)).
+	prom.WaitAlerts(w.t, "no alert firing on the healthy cluster", time.Now(), settle, func(a map[string]bool) bool { return len(a) == 0 })
 	// Each attempt with a context of its own: the one Hold passes ends with the window.
 	if err := framework.Hold(quietFor, time.Second, func(context.Context) (bool, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -162,6 +166,18 @@ func (w *workflow) unregistered(n *tier.Node, want string) string {
 		return true, nil
 	})
 	return last
+}
+
+// mirrorPod is n's static pod agent's mirror pod, as it is now.
+func (w *workflow) mirrorPod(n *tier.Node) *corev1.Pod {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := w.cs.CoreV1().Pods("kube-system").Get(ctx, "etcdmember-agent-"+n.Name, metav1.GetOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return p
 }
 
 // mirrorPodReady waits until n's static pod agent is Ready, as its mirror pod says, and returns
