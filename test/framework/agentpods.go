@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -140,6 +142,22 @@ func PodReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// MetricsTarget is where an agent pod serves /metrics, as the shipped manifests put it and a
+// PodMonitor finds it: the pod's host IP ($(HOST_IP), the node's address) and its container's
+// port named metrics. It fails t when the pod declares none.
+func MetricsTarget(t TB, pod *corev1.Pod) string {
+	t.Helper()
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.Name == "metrics" {
+				return net.JoinHostPort(pod.Status.HostIP, strconv.Itoa(int(p.ContainerPort)))
+			}
+		}
+	}
+	t.Fatalf("agent pod %s declares no port named metrics: %+v", pod.Name, pod.Spec.Containers)
+	return ""
 }
 
 // PodRestarts is the sum of the restart counts of p's containers.

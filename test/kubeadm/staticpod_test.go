@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -81,7 +79,7 @@ func (w *workflow) staticPod() {
 		if n == first {
 			w.agents.ExpectRestarts(framework.PodRestarts(pod), renewal)
 		}
-		targets = append(targets, w.metricsTarget(pod))
+		targets = append(targets, framework.MetricsTarget(w.t, pod))
 	}
 	w.admin.MustKubectl(w.t, "apply", "-f", filepath.Join(framework.MustRepoRoot(w.t), "config", "prometheus", "metrics-reader.yaml"))
 	prom := framework.StartShippedPrometheus(w.t, targets, w.admin.ScraperSecretToken(w.t, settle))
@@ -139,7 +137,7 @@ func (w *workflow) removeStaticPod(n *tier.Node) {
 	if err := os.Remove(n.HostPath(w.t, staticPodFile)); err != nil {
 		w.t.Fatal(err)
 	}
-	mirror := "etcdmember-agent-" + n.Name
+	mirror := mirrorPodName(n)
 	framework.Eventually(w.t, settle, pollEvery, "mirror pod "+mirror+" gone", func(ctx context.Context) (bool, error) {
 		_, err := w.cs.CoreV1().Pods("kube-system").Get(ctx, mirror, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -168,12 +166,16 @@ func (w *workflow) unregistered(n *tier.Node, want string) string {
 	return last
 }
 
+// mirrorPodName is the name of the mirror pod of n's static pod agent: the kubelet appends the
+// node's name to the manifest's.
+func mirrorPodName(n *tier.Node) string { return "etcdmember-agent-" + n.Name }
+
 // mirrorPod is n's static pod agent's mirror pod, as it is now.
 func (w *workflow) mirrorPod(n *tier.Node) *corev1.Pod {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	p, err := w.cs.CoreV1().Pods("kube-system").Get(ctx, "etcdmember-agent-"+n.Name, metav1.GetOptions{})
+	p, err := w.cs.CoreV1().Pods("kube-system").Get(ctx, mirrorPodName(n), metav1.GetOptions{})
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -184,7 +186,7 @@ func (w *workflow) mirrorPod(n *tier.Node) *corev1.Pod {
 // the mirror pod.
 func (w *workflow) mirrorPodReady(n *tier.Node) *corev1.Pod {
 	w.t.Helper()
-	mirror := "etcdmember-agent-" + n.Name
+	mirror := mirrorPodName(n)
 	var pod *corev1.Pod
 	framework.Eventually(w.t, settle, pollEvery, "mirror pod "+mirror+" Ready", func(ctx context.Context) (bool, error) {
 		p, err := w.cs.CoreV1().Pods("kube-system").Get(ctx, mirror, metav1.GetOptions{})
@@ -198,19 +200,4 @@ func (w *workflow) mirrorPodReady(n *tier.Node) *corev1.Pod {
 		w.t.Errorf("pod %s is not a mirror pod: %v", mirror, pod.Annotations)
 	}
 	return pod
-}
-
-// metricsTarget is where the pod's agent serves /metrics, as a PodMonitor finds it: the pod's host
-// IP and its container's port named metrics.
-func (w *workflow) metricsTarget(pod *corev1.Pod) string {
-	w.t.Helper()
-	for _, c := range pod.Spec.Containers {
-		for _, p := range c.Ports {
-			if p.Name == "metrics" {
-				return net.JoinHostPort(pod.Status.HostIP, strconv.Itoa(int(p.ContainerPort)))
-			}
-		}
-	}
-	w.t.Fatalf("%s declares no port named metrics: %+v", pod.Name, pod.Spec.Containers)
-	return ""
 }

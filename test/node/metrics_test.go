@@ -1,9 +1,7 @@
 package node
 
 import (
-	"net"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -59,20 +57,12 @@ func TestMetricsAndAlertsFromThePod(t *testing.T) {
 		dead.Name, took.Round(time.Millisecond), podAlertBound)
 }
 
-// metricsTarget is where the pod's agent serves /metrics, as the manifest puts it: the pod's
-// host IP ($(HOST_IP), the node's address) and its container's "metrics" port.
+// metricsTarget is where the pod's agent serves /metrics (framework.MetricsTarget), on the
+// node's address.
 func (tr *tier) metricsTarget(pod *corev1.Pod) string {
 	tr.t.Helper()
 	if pod.Status.HostIP != tr.node.IP {
 		tr.t.Fatalf("the agent pod's host IP is %q, want the node's %s", pod.Status.HostIP, tr.node.IP)
 	}
-	for _, c := range pod.Spec.Containers {
-		for _, p := range c.Ports {
-			if p.Name == "metrics" {
-				return net.JoinHostPort(pod.Status.HostIP, strconv.Itoa(int(p.ContainerPort)))
-			}
-		}
-	}
-	tr.t.Fatalf("the agent pod declares no metrics port: %+v", pod.Spec.Containers)
-	return ""
+	return framework.MetricsTarget(tr.t, pod)
 }
