@@ -186,6 +186,7 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
+	restConfig = withReconnectOnTimeout(restConfig, log.WithName("api"))
 	if opts.LeaveOnNodeDelete {
 		if err := checkManagedMembership(ctx, restConfig, managedCheckRetry); err != nil {
 			return err

@@ -168,7 +168,11 @@ func (r *MembershipReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		return ctrl.Result{RequeueAfter: r.RecheckInterval}, nil
 	}
 	if !equality.Semantic.DeepEqual(before.Status, m.Status) {
-		if err := onServerError(func() error { return r.Client.Status().Update(ctx, m) }); err != nil {
+		if err := onServerError(func() error {
+			ctx, cancel := context.WithTimeout(ctx, status.APITimeout)
+			defer cancel()
+			return r.Client.Status().Update(ctx, m)
+		}); err != nil {
 			return ctrl.Result{}, errors.Join(actErr, fmt.Errorf("writing status of %s: %w", m.Name, err))
 		}
 		r.recordTransition(ctx, before, m, actErr)
@@ -217,7 +221,11 @@ func (r *MembershipReconciler) syncFinalizer(ctx context.Context, m *v1alpha1.Et
 	} else {
 		controllerutil.RemoveFinalizer(m, v1alpha1.FinalizerMember)
 	}
-	if err := onServerError(func() error { return r.Client.Update(ctx, m) }); err != nil {
+	if err := onServerError(func() error {
+		ctx, cancel := context.WithTimeout(ctx, status.APITimeout)
+		defer cancel()
+		return r.Client.Update(ctx, m)
+	}); err != nil {
 		return fmt.Errorf("updating the finalizer of %s: %w", m.Name, err)
 	}
 	return nil

@@ -211,6 +211,8 @@ func errorStrings(errs []error) []string {
 // changed object starts the leave.
 func (r *MembershipReconciler) requestLeave(ctx context.Context, m *v1alpha1.EtcdMember, why string) error {
 	updated := m.DeepCopy()
+	ctx, cancel := context.WithTimeout(ctx, status.APITimeout)
+	defer cancel()
 	if err := askToLeave(ctx, r.Client, updated, why); err != nil {
 		return err
 	}

@@ -120,6 +120,13 @@ var (
 		Help: "1 while this agent is the leader (holds the leader Lease and runs the reconcile loop), else 0.",
 	})
 
+	// APIReconnects counts the times an agent closed its API connections after a request timed
+	// out (internal/agent/apiconns.go says why).
+	APIReconnects = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "etcdmember_api_reconnects_total",
+		Help: "Times this agent closed its connections to the API server because a request got no answer in time; its next requests connect again, perhaps to another apiserver.",
+	})
+
 	// EtcdErrors counts failed etcd calls by method.
 	EtcdErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcdmember_etcd_errors_total",
@@ -131,5 +138,5 @@ func init() {
 	ctrlmetrics.Registry.MustRegister(EtcdMembers, Objects, MemberHealthy, MemberLearner,
 		MemberAlarm, MemberDBSize, LearnerPromotions, LearnerEvictions, UnreachableLeaves, FencedChanges,
 		LeaveRequests, LeaveDuration, GuardRefusals, EtcdErrors, FaultTolerance, LeavesPending, LeavePending,
-		Leader)
+		Leader, APIReconnects)
 }

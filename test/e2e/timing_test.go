@@ -29,6 +29,8 @@ var timingScenarios = []timingScenario{
 		"lease duration (8s); probes starved of CPU would time out for reasons of their own", leadersOwnMemberFails}, // 31 s
 	{"AlarmThenUnreachableWaitsFullTime", "its hold starts when the test sees Unreachable, which may lag the " +
 		"leader's clock by at most 1s", alarmThenUnreachableWaitsFullTime}, // 29 s
+	{"AgentsLeaveStoragelessAPIServer", "the stopped member's object must say so within a lease duration, a " +
+		"Lease request's timeout and two probe intervals; renewals starved of CPU would cost more", agentsLeaveStoragelessAPIServer}, // 28 s
 	{"StalledLearnerEvicted", "eviction within --learner-stall-timeout + 5s of the test seeing the learner",
 		stalledLearnerEvicted}, // 26 s
 	{"FrozenLeaderChangesNothing", "the leader must be frozen within its 8s failpoint block, and the " +

@@ -69,6 +69,10 @@ type APIServerConfig struct {
 	ServiceCIDR string
 	// Nodes authorizes kubelets as Kubernetes does (Node,RBAC and the NodeRestriction admission).
 	Nodes bool
+	// Storage lists the members the apiserver stores through, all of the cluster's when empty.
+	// kubeadm gives each apiserver its own node's member only, so that apiserver stops serving
+	// whenever that member does.
+	Storage []*Member
 }
 
 // StartAPIServer starts kube-apiserver on its own loopback address, storing in
@@ -134,7 +138,11 @@ func StartAPIServerWith(t TB, c *Cluster, cfg APIServerConfig) *APIServer {
 
 func (a *APIServer) flags(serving *keyPair, saKey, saPub string) []string {
 	var etcdServers []string
-	for _, m := range a.c.Members() {
+	storage := a.cfg.Storage
+	if len(storage) == 0 {
+		storage = a.c.Members()
+	}
+	for _, m := range storage {
 		if l := a.etcdLinks[m]; l != nil {
 			etcdServers = append(etcdServers, l.URL())
 		} else {

@@ -1,0 +1,172 @@
+package agent
+
+import (
+	"context"
+	"encoding/pem"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/connrotation"
+
+	"github.com/etcdmember/kubectl-etcdmember/internal/metrics"
+)
+
+// apiBackend is an HTTP/2 server over TLS, as an apiserver is, that counts the connections
+// clients open to it, and a client of it made the way the agent makes its API clients. /hang
+// answers only once the request is given up on, /504 answers 504 with a body, anything else 200.
+type apiBackend struct {
+	srv   *httptest.Server
+	conns atomic.Int32
+	c     *http.Client
+	// reconnects is etcdmember_api_reconnects_total before the test.
+	reconnects float64
+}
+
+const gatewayTimeoutBody = "the server was unable to return a response in the time allotted"
+
+// newAPIBackend starts the server and returns once the client has one connection open to it.
+func newAPIBackend(t *testing.T) *apiBackend {
+	t.Helper()
+	b := &apiBackend{reconnects: testutil.ToFloat64(metrics.APIReconnects)}
+	b.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/hang":
+			<-r.Context().Done()
+		case "/504":
+			w.WriteHeader(http.StatusGatewayTimeout)
+			_, _ = io.WriteString(w, gatewayTimeoutBody)
+		default:
+			_, _ = io.WriteString(w, "ok")
+		}
+	}))
+	b.srv.EnableHTTP2 = true
+	b.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			b.conns.Add(1)
+		}
+	}
+	b.srv.StartTLS()
+	t.Cleanup(b.srv.Close)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: b.srv.Certificate().Raw})
+	cfg := withReconnectOnTimeout(&rest.Config{Host: b.srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}}, logr.Discard())
+	var err error
+	if b.c, err = rest.HTTPClientFor(cfg); err != nil {
+		t.Fatal(err)
+	}
+	b.mustGet(t, "/")
+	return b
+}
+
+func (b *apiBackend) get(ctx context.Context, path string) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.srv.URL+path, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := b.c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
+// mustGet sends a request that must succeed.
+func (b *apiBackend) mustGet(t *testing.T, path string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, body, err := b.get(ctx, path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	return body
+}
+
+// want checks how many connections the client opened, and how far
+// etcdmember_api_reconnects_total rose, in all.
+func (b *apiBackend) want(t *testing.T, conns int32, reconnects float64, after string) {
+	t.Helper()
+	b.mustGet(t, "/")
+	if got := b.conns.Load(); got != conns {
+		t.Errorf("%d connections opened after %s, want %d", got, after, conns)
+	}
+	if got := testutil.ToFloat64(metrics.APIReconnects) - b.reconnects; got != reconnects {
+		t.Errorf("etcdmember_api_reconnects_total rose by %v after %s, want %v", got, after, reconnects)
+	}
+}
+
+func TestReconnectOnTimeout(t *testing.T) {
+	b := newAPIBackend(t)
+	b.want(t, 1, 0, "two requests")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, _, err := b.get(ctx, "/hang"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("GET /hang: %v, want the deadline exceeded", err)
+	}
+	b.want(t, 2, 1, "a request that timed out")
+}
+
+func TestReconnectAfter504(t *testing.T) {
+	b := newAPIBackend(t)
+	// The caller still reads the apiserver's reason.
+	if body := b.mustGet(t, "/504"); body != gatewayTimeoutBody {
+		t.Fatalf("504's body: %q, want %q", body, gatewayTimeoutBody)
+	}
+	b.want(t, 2, 1, "a 504")
+}
+
+// Requests that time out together close the connections once: a request sent before the last
+// close says nothing about the connections opened since.
+func TestReconnectOncePerTimeout(t *testing.T) {
+	b := newAPIBackend(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	errs := make(chan error, 3)
+	for range cap(errs) {
+		go func() {
+			_, _, err := b.get(ctx, "/hang")
+			errs <- err
+		}()
+	}
+	for range cap(errs) {
+		if err := <-errs; err == nil {
+			t.Fatal("GET /hang answered")
+		}
+	}
+	b.want(t, 2, 1, "three requests timed out together")
+
+	// The same rule on its own, without the race of the requests above.
+	conns := &apiConnections{dialer: connrotation.NewDialer((&net.Dialer{}).DialContext), log: logr.Discard()}
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	before := time.Now()
+	conns.closeAll(before, req, "first")
+	conns.closeAll(before, req, "sent before the first close")
+	if got := testutil.ToFloat64(metrics.APIReconnects) - b.reconnects; got != 2 {
+		t.Errorf("etcdmember_api_reconnects_total rose by %v after two timeouts of requests sent before one close, want 2 in all", got)
+	}
+	conns.closeAll(time.Now(), req, "sent after it")
+	if got := testutil.ToFloat64(metrics.APIReconnects) - b.reconnects; got != 3 {
+		t.Errorf("etcdmember_api_reconnects_total rose by %v after a third timeout, of a request sent after the close, want 3 in all", got)
+	}
+}
+
+// A request its caller gives up on says nothing about the apiserver.
+func TestNoReconnectOnCancel(t *testing.T) {
+	b := newAPIBackend(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	if _, _, err := b.get(ctx, "/hang"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("GET /hang: %v, want it canceled", err)
+	}
+	b.want(t, 1, 0, "a canceled request")
+}
