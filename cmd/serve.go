@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -35,6 +37,7 @@ leader removes members whose object has spec.leave: true, one at a time, never i
 			ctrl.SetLogger(logger)
 			ctx := ctrl.LoggerInto(cmd.Context(), logger)
 			opts.RESTConfig = agentRESTConfig(r.config, cmd.Flags())
+			opts.APICertificate = agentCertificate(r.config)
 			if cmd.Flags().Changed("metrics-secure") {
 				opts.MetricsSecure = &metricsSecure
 			}
@@ -100,6 +103,52 @@ func agentRESTConfig(config *genericclioptions.ConfigFlags, flags *pflag.FlagSet
 		}
 		return cfg, nil
 	}
+}
+
+// agentCertificate reads the client certificate and key the agent's kubeconfig names, or its
+// --client-certificate and --client-key, anew at each call: the agent presents what it returns at
+// each new API connection, so that a renewed certificate needs no restart. Only a configuration
+// with a client certificate uses it.
+func agentCertificate(config *genericclioptions.ConfigFlags) func() ([]byte, []byte, error) {
+	return func() ([]byte, []byte, error) {
+		if file := ptr.Deref(config.CertFile, ""); file != "" {
+			return readKeyPair(file, ptr.Deref(config.KeyFile, ""))
+		}
+		// A fresh read of the files: the loader's own client configuration is read once.
+		raw, err := config.ToRawKubeConfigLoader().ConfigAccess().GetStartingConfig()
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading the kubeconfig: %w", err)
+		}
+		user := ptr.Deref(config.AuthInfoName, "")
+		if user == "" {
+			name := cmp.Or(ptr.Deref(config.Context, ""), raw.CurrentContext)
+			kubeContext, ok := raw.Contexts[name]
+			if !ok {
+				return nil, nil, fmt.Errorf("the kubeconfig has no context %q", name)
+			}
+			user = kubeContext.AuthInfo
+		}
+		auth, ok := raw.AuthInfos[user]
+		if !ok {
+			return nil, nil, fmt.Errorf("the kubeconfig has no user %q", user)
+		}
+		if len(auth.ClientCertificateData) > 0 {
+			return auth.ClientCertificateData, auth.ClientKeyData, nil
+		}
+		return readKeyPair(auth.ClientCertificate, auth.ClientKey)
+	}
+}
+
+func readKeyPair(certFile, keyFile string) ([]byte, []byte, error) {
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	return certPEM, keyPEM, nil
 }
 
 // connectionFlagsSet tells whether any of kubectl's connection flags was given on the command line.

@@ -31,11 +31,16 @@ import (
 type Options struct {
 	// RESTConfig loads how to reach the API server (the plugin's kubectl connection flags); it is
 	// called only once the other options proved valid, so that their errors come first.
-	RESTConfig    func() (*rest.Config, error)
-	EtcdEndpoints []string
-	EtcdCACert    string
-	EtcdCert      string
-	EtcdKey       string
+	RESTConfig func() (*rest.Config, error)
+	// APICertificate reads the client certificate and key of RESTConfig's kubeconfig again, as
+	// PEM; nil when the agent authenticates otherwise (a ServiceAccount token, which client-go
+	// reads again by itself). The agent presents what it returns at each new connection, so that
+	// a renewed certificate needs no restart (apiconns.go).
+	APICertificate func() (certPEM, keyPEM []byte, err error)
+	EtcdEndpoints  []string
+	EtcdCACert     string
+	EtcdCert       string
+	EtcdKey        string
 	// Name is the object name of the local member; empty means its etcd name.
 	Name string
 
@@ -186,7 +191,10 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	restConfig = withReconnectOnTimeout(restConfig, log.WithName("api"))
+	restConfig, conns, err := apiConfig(restConfig, opts.APICertificate, log.WithName("api"))
+	if err != nil {
+		return err
+	}
 	if opts.LeaveOnNodeDelete {
 		if err := checkManagedMembership(ctx, restConfig, managedCheckRetry); err != nil {
 			return err
@@ -210,6 +218,9 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	if err := addAgent(mgr, opts, restConfig, etcdClient, local, peerURLs); err != nil {
+		return err
+	}
+	if err := mgr.Add(conns); err != nil {
 		return err
 	}
 	return mgr.Start(ctx)

@@ -57,8 +57,10 @@ func newAPIBackend(t *testing.T) *apiBackend {
 	b.srv.StartTLS()
 	t.Cleanup(b.srv.Close)
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: b.srv.Certificate().Raw})
-	cfg := withReconnectOnTimeout(&rest.Config{Host: b.srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}}, logr.Discard())
-	var err error
+	cfg, _, err := apiConfig(&rest.Config{Host: b.srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}}, nil, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
 	if b.c, err = rest.HTTPClientFor(cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -95,9 +95,15 @@ func (a *authority) issueServing(dir, name string, ips []net.IP, dnsNames ...str
 // issueClient signs a client certificate; the apiserver maps CN to the user
 // name and O to its groups.
 func (a *authority) issueClient(dir, name, user string, groups ...string) (*keyPair, error) {
+	return a.issueClientFor(dir, name, certValidity, user, groups...)
+}
+
+// issueClientFor is issueClient with a certificate that expires validity from now.
+func (a *authority) issueClientFor(dir, name string, validity time.Duration, user string, groups ...string) (*keyPair, error) {
 	return a.issue(dir, name, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: user, Organization: groups},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		NotAfter:    time.Now().Add(validity),
 	})
 }
 
@@ -108,7 +114,9 @@ func (a *authority) issue(dir, name string, tmpl *x509.Certificate) (*keyPair, e
 	}
 	now := time.Now()
 	tmpl.NotBefore = now.Add(-time.Hour)
-	tmpl.NotAfter = now.Add(certValidity)
+	if tmpl.NotAfter.IsZero() {
+		tmpl.NotAfter = now.Add(certValidity)
+	}
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	if tmpl.SerialNumber, err = serialNumber(); err != nil {
 		return nil, err

@@ -216,16 +216,20 @@ func (n *Node) MustKubeadm(t framework.TB, args ...string) string {
 }
 
 // AgentCredential writes the static pod agent's kubeconfig, /etc/etcdmember/kubeconfig, as
-// docs/runbooks.md ("Install on kubeadm", step 2) makes it: `kubeadm kubeconfig user
+// docs/runbooks.md makes it ("Install on kubeadm", step 2) and renews it: `kubeadm kubeconfig user
 // --client-name=etcdmember-agent-<node> --org=<group>`, its standard output into a file only root
-// reads.
+// reads, written beside the old one and renamed over it.
 func (n *Node) AgentCredential(t framework.TB, group string) {
 	t.Helper()
 	_, kubeconfig, err := n.kubeadm(t, "kubeconfig", "user", "--client-name=etcdmember-agent-"+n.Name, "--org="+group)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	if err := os.WriteFile(n.HostPath(t, "/etc/etcdmember/kubeconfig"), []byte(kubeconfig), 0o600); err != nil {
+	path := n.HostPath(t, "/etc/etcdmember/kubeconfig")
+	if err := os.WriteFile(path+".new", []byte(kubeconfig), 0o600); err != nil {
+		t.Fatalf("node %s: %v", n.Name, err)
+	}
+	if err := os.Rename(path+".new", path); err != nil {
 		t.Fatalf("node %s: %v", n.Name, err)
 	}
 }
