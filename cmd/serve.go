@@ -132,10 +132,16 @@ func agentCertificate(config *genericclioptions.ConfigFlags) func() ([]byte, []b
 		if !ok {
 			return nil, nil, fmt.Errorf("the kubeconfig has no user %q", user)
 		}
-		if len(auth.ClientCertificateData) > 0 {
-			return auth.ClientCertificateData, auth.ClientKeyData, nil
+		// Each of the two as data or as a file, as client-go takes them.
+		certPEM, err := dataOrFile(auth.ClientCertificateData, auth.ClientCertificate)
+		if err != nil {
+			return nil, nil, err
 		}
-		return readKeyPair(auth.ClientCertificate, auth.ClientKey)
+		keyPEM, err := dataOrFile(auth.ClientKeyData, auth.ClientKey)
+		if err != nil {
+			return nil, nil, err
+		}
+		return certPEM, keyPEM, nil
 	}
 }
 
@@ -149,6 +155,13 @@ func readKeyPair(certFile, keyFile string) ([]byte, []byte, error) {
 		return nil, nil, err
 	}
 	return certPEM, keyPEM, nil
+}
+
+func dataOrFile(data []byte, file string) ([]byte, error) {
+	if len(data) > 0 {
+		return data, nil
+	}
+	return os.ReadFile(file)
 }
 
 // connectionFlagsSet tells whether any of kubectl's connection flags was given on the command line.

@@ -78,6 +78,8 @@ func TestAgentCertificate(t *testing.T) {
 	}
 	write("agent", &clientcmdapi.AuthInfo{ClientCertificate: "agent.crt", ClientKey: "agent.key"})
 	want("in a file", "its key", "a kubeconfig naming files")
+	write("agent", &clientcmdapi.AuthInfo{ClientCertificateData: []byte("embedded"), ClientKey: "agent.key"})
+	want("embedded", "its key", "a kubeconfig embedding the certificate and naming the key's file")
 
 	other := "other"
 	config.Context = &other

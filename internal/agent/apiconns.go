@@ -60,7 +60,9 @@ func apiConfig(cfg *rest.Config, certificate func() ([]byte, []byte, error), log
 		dial = (&net.Dialer{Timeout: apiDialTimeout, KeepAlive: apiKeepAlive}).DialContext
 	}
 	conns := &apiConnections{dialer: connrotation.NewDialer(dial), log: log}
-	if certificate != nil && (len(cfg.CertData) > 0 || cfg.CertFile != "") {
+	// An exec plugin or auth provider may supply certificates of its own, which client-go
+	// refuses next to a transport of the agent's; it renews them itself.
+	if certificate != nil && (len(cfg.CertData) > 0 || cfg.CertFile != "") && cfg.ExecProvider == nil && cfg.AuthProvider == nil {
 		if err := conns.presentRenewed(cfg, certificate); err != nil {
 			return nil, nil, err
 		}
@@ -238,16 +240,17 @@ type closeOnTimeout struct {
 func (t *closeOnTimeout) RoundTrip(req *http.Request) (*http.Response, error) {
 	sent := time.Now()
 	resp, err := t.next.RoundTrip(req)
-	if err != nil && errors.Is(err, net.ErrClosed) && (req.Body == nil || req.GetBody != nil) {
-		// The request went to a connection closed here, which the transport had not yet let go:
-		// nothing reached the apiserver, and the transport dials again for the retry. Only a
-		// local close gives net.ErrClosed (the apiserver's would be an EOF or a reset).
-		if retry, rerr := replay(req); rerr == nil {
-			resp, err = t.next.RoundTrip(retry)
-		}
+	if err != nil && errors.Is(err, net.ErrClosed) && (req.Method == http.MethodGet || req.Method == http.MethodHead) {
+		// A connection closed here (only a local close gives net.ErrClosed; the apiserver's
+		// would be an EOF or a reset): the request was in flight on it, or went to it in the
+		// moment before the transport let it go. A read is sent again on a new connection; a
+		// write is not, since the apiserver may have applied it, and its caller's retry reads
+		// the object first.
+		resp, err = t.next.RoundTrip(req.Clone(req.Context()))
 	}
 	if err != nil {
-		if errors.Is(req.Context().Err(), context.DeadlineExceeded) {
+		// A request whose deadline had passed before it was sent says nothing of the connections.
+		if deadline, ok := req.Context().Deadline(); ok && deadline.After(sent) && errors.Is(req.Context().Err(), context.DeadlineExceeded) {
 			t.conns.closeAll(sent, req, "the request's deadline passed")
 		}
 		return resp, err
@@ -268,30 +271,18 @@ func (t *closeOnTimeout) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// replay is req again, with its body from the start.
-func replay(req *http.Request) (*http.Request, error) {
-	retry := req.Clone(req.Context())
-	if req.GetBody != nil {
-		body, err := req.GetBody()
-		if err != nil {
-			return nil, err
-		}
-		retry.Body = body
-	}
-	return retry, nil
-}
-
 // WrappedRoundTripper lets client-go's debugging and connection handling see through the wrapper.
 func (t *closeOnTimeout) WrappedRoundTripper() http.RoundTripper { return t.next }
 
-// afterBody calls then once the body is closed.
+// afterBody calls then once the body is closed, the first time.
 type afterBody struct {
 	io.ReadCloser
 	then func()
+	once sync.Once
 }
 
 func (b *afterBody) Close() error {
 	err := b.ReadCloser.Close()
-	b.then()
+	b.once.Do(b.then)
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,9 +25,14 @@ import (
 // clients open to it, and a client of it made the way the agent makes its API clients. /hang
 // answers only once the request is given up on, /504 answers 504 with a body, anything else 200.
 type apiBackend struct {
-	srv   *httptest.Server
-	conns atomic.Int32
-	c     *http.Client
+	srv    *httptest.Server
+	opened atomic.Int32
+	c      *http.Client
+	conns  *apiConnections
+	// held counts the requests to /held; the first waits there until it is given up on, and
+	// says so on arrived.
+	held    atomic.Int32
+	arrived chan struct{}
 	// reconnects is etcdmember_api_reconnects_total before the test.
 	reconnects float64
 }
@@ -36,11 +42,18 @@ const gatewayTimeoutBody = "the server was unable to return a response in the ti
 // newAPIBackend starts the server and returns once the client has one connection open to it.
 func newAPIBackend(t *testing.T) *apiBackend {
 	t.Helper()
-	b := &apiBackend{reconnects: testutil.ToFloat64(metrics.APIReconnects)}
+	b := &apiBackend{reconnects: testutil.ToFloat64(metrics.APIReconnects), arrived: make(chan struct{}, 1)}
 	b.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/hang":
 			<-r.Context().Done()
+		case "/held":
+			if b.held.Add(1) == 1 {
+				b.arrived <- struct{}{}
+				<-r.Context().Done()
+				return
+			}
+			_, _ = io.WriteString(w, "ok")
 		case "/504":
 			w.WriteHeader(http.StatusGatewayTimeout)
 			_, _ = io.WriteString(w, gatewayTimeoutBody)
@@ -51,16 +64,17 @@ func newAPIBackend(t *testing.T) *apiBackend {
 	b.srv.EnableHTTP2 = true
 	b.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
-			b.conns.Add(1)
+			b.opened.Add(1)
 		}
 	}
 	b.srv.StartTLS()
 	t.Cleanup(b.srv.Close)
 	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: b.srv.Certificate().Raw})
-	cfg, _, err := apiConfig(&rest.Config{Host: b.srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}}, nil, logr.Discard())
+	cfg, conns, err := apiConfig(&rest.Config{Host: b.srv.URL, TLSClientConfig: rest.TLSClientConfig{CAData: ca}}, nil, logr.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.conns = conns
 	if b.c, err = rest.HTTPClientFor(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +113,7 @@ func (b *apiBackend) mustGet(t *testing.T, path string) string {
 func (b *apiBackend) want(t *testing.T, conns int32, reconnects float64, after string) {
 	t.Helper()
 	b.mustGet(t, "/")
-	if got := b.conns.Load(); got != conns {
+	if got := b.opened.Load(); got != conns {
 		t.Errorf("%d connections opened after %s, want %d", got, after, conns)
 	}
 	if got := testutil.ToFloat64(metrics.APIReconnects) - b.reconnects; got != reconnects {
@@ -171,4 +185,40 @@ func TestNoReconnectOnCancel(t *testing.T) {
 		t.Fatalf("GET /hang: %v, want it canceled", err)
 	}
 	b.want(t, 1, 0, "a canceled request")
+}
+
+// TestReadSentAgainAfterClose: a read in flight when the agent closes its connections is sent
+// again at once, on a new one; a write is not, since the apiserver may have applied it.
+func TestReadSentAgainAfterClose(t *testing.T) {
+	for _, tc := range []struct {
+		method  string
+		arrives int32
+	}{{http.MethodGet, 2}, {http.MethodPut, 1}} {
+		t.Run(tc.method, func(t *testing.T) {
+			b := newAPIBackend(t)
+			go func() {
+				<-b.arrived
+				b.conns.dialer.CloseAll()
+			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, tc.method, b.srv.URL+"/held", strings.NewReader("{}"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.method == http.MethodGet {
+				req.Body, req.GetBody, req.ContentLength = nil, nil, 0
+			}
+			resp, err := b.c.Do(req)
+			if resp != nil {
+				_ = resp.Body.Close()
+			}
+			if got := b.held.Load(); got != tc.arrives {
+				t.Errorf("the server saw the %s %d times, want %d", tc.method, got, tc.arrives)
+			}
+			if (err == nil) != (tc.arrives == 2) {
+				t.Errorf("the %s: error %v", tc.method, err)
+			}
+		})
+	}
 }
