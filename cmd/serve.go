@@ -112,7 +112,7 @@ func agentRESTConfig(config *genericclioptions.ConfigFlags, flags *pflag.FlagSet
 func agentCertificate(config *genericclioptions.ConfigFlags) func() ([]byte, []byte, error) {
 	return func() ([]byte, []byte, error) {
 		if file := ptr.Deref(config.CertFile, ""); file != "" {
-			return readKeyPair(file, ptr.Deref(config.KeyFile, ""))
+			return keyPair(nil, file, nil, ptr.Deref(config.KeyFile, ""))
 		}
 		// A fresh read of the files: the loader's own client configuration is read once.
 		raw, err := config.ToRawKubeConfigLoader().ConfigAccess().GetStartingConfig()
@@ -132,25 +132,18 @@ func agentCertificate(config *genericclioptions.ConfigFlags) func() ([]byte, []b
 		if !ok {
 			return nil, nil, fmt.Errorf("the kubeconfig has no user %q", user)
 		}
-		// Each of the two as data or as a file, as client-go takes them.
-		certPEM, err := dataOrFile(auth.ClientCertificateData, auth.ClientCertificate)
-		if err != nil {
-			return nil, nil, err
-		}
-		keyPEM, err := dataOrFile(auth.ClientKeyData, auth.ClientKey)
-		if err != nil {
-			return nil, nil, err
-		}
-		return certPEM, keyPEM, nil
+		return keyPair(auth.ClientCertificateData, auth.ClientCertificate, auth.ClientKeyData, auth.ClientKey)
 	}
 }
 
-func readKeyPair(certFile, keyFile string) ([]byte, []byte, error) {
-	certPEM, err := os.ReadFile(certFile)
+// keyPair reads the certificate and the key, each from its data or else its file, as client-go
+// takes them.
+func keyPair(certData []byte, certFile string, keyData []byte, keyFile string) ([]byte, []byte, error) {
+	certPEM, err := dataOrFile(certData, certFile)
 	if err != nil {
 		return nil, nil, err
 	}
-	keyPEM, err := os.ReadFile(keyFile)
+	keyPEM, err := dataOrFile(keyData, keyFile)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -69,7 +69,7 @@ func apiConfig(cfg *rest.Config, certificate func() ([]byte, []byte, error), log
 	} else {
 		cfg.Dial = conns.dialer.DialContext
 	}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &closeOnTimeout{next: rt, conns: conns} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &reconnecting{next: rt, conns: conns} })
 	return cfg, conns, nil
 }
 
@@ -230,14 +230,15 @@ func (c *clientCertificate) notAfter() time.Time {
 	return c.current.Leaf.NotAfter
 }
 
-// closeOnTimeout closes the connections after a request that timed out, and checks the client
-// certificate after an Unauthorized or Forbidden answer.
-type closeOnTimeout struct {
+// reconnecting wraps every API request of the agent: it closes the connections after a request
+// that timed out, sends a read cut off by a close again, and checks the client certificate after
+// an Unauthorized or Forbidden answer.
+type reconnecting struct {
 	next  http.RoundTripper
 	conns *apiConnections
 }
 
-func (t *closeOnTimeout) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t *reconnecting) RoundTrip(req *http.Request) (*http.Response, error) {
 	sent := time.Now()
 	resp, err := t.next.RoundTrip(req)
 	if err != nil && errors.Is(err, net.ErrClosed) && (req.Method == http.MethodGet || req.Method == http.MethodHead) {
@@ -272,7 +273,7 @@ func (t *closeOnTimeout) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // WrappedRoundTripper lets client-go's debugging and connection handling see through the wrapper.
-func (t *closeOnTimeout) WrappedRoundTripper() http.RoundTripper { return t.next }
+func (t *reconnecting) WrappedRoundTripper() http.RoundTripper { return t.next }
 
 // afterBody calls then once the body is closed, the first time.
 type afterBody struct {
