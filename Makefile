@@ -105,6 +105,14 @@ export ETCDMEMBER_SLOWEST_LOG := $(BIN)/logs/slowest-etcd-requests.txt
 # Compiling every test binary warms the build cache, so that go test only links each one before it runs.
 TEST_BUILD = $(GOTEST) -count=1 -run '^$$' -exec /bin/true ./...
 
+# go test as it prints without -json, then each failure again in the test's own lines only, without
+# the logs the framework dumps after it: CI shows a run's last lines, and the reason must be there.
+# Every line of every test goes to bin/logs/test-NAME.log. $(call gotest,NAME,TIMEOUT,PACKAGES)
+gotest = @mkdir -p $(STEP_LOGS) && echo "go test: $(1) (every line in $(STEP_LOGS)/test-$(1).log)" && $(GOTEST) -json -count=1 -timeout $(2) $(3) | $(BIN)/testreport $(STEP_LOGS)/test-$(1).log
+
+$(BIN)/testreport: hack/testreport/main.go
+	@$(STEP) testreport 'the test report (seconds)' -- $(GO) build -trimpath -o $@ ./hack/testreport
+
 # What only the tests import (the Prometheus operator's types, ...) is downloaded here, quietly,
 # rather than by go test in the middle of its output.
 $(BIN)/.test-modules: go.mod go.sum
@@ -112,15 +120,15 @@ $(BIN)/.test-modules: go.mod go.sum
 	@touch $@
 
 .PHONY: test
-test: build testbin nodebin kubeadmbin krew image dist $(TOOLS) $(BIN)/.test-modules ## Run every test: unit, integration (test/framework), e2e, the node tier, the kubeadm tier and packaging, a short fuzz run, then make verify.
+test: build testbin nodebin kubeadmbin krew image dist $(TOOLS) $(BIN)/.test-modules $(BIN)/testreport ## Run every test: unit, integration (test/framework), e2e, the node tier, the kubeadm tier and packaging, a short fuzz run, then make verify.
 	@$(STEP) test-binaries 'the test binaries of every package (cold: about 2½ min; seconds after)' -- $(TEST_BUILD)
 	@rm -f $(ETCDMEMBER_SLOWEST_LOG)
-	$(GOTEST) -count=1 -timeout 15m $(OTHER_PACKAGES)
-	$(GOTEST) -count=1 -timeout 20m $(E2E_PACKAGE)
-	$(GOTEST) -count=1 -timeout 20m $(NODE_PACKAGE)
-	$(GOTEST) -count=1 -timeout 20m $(KUBEADM_PACKAGE)
+	$(call gotest,other,15m,$(OTHER_PACKAGES))
+	$(call gotest,e2e,20m,$(E2E_PACKAGE))
+	$(call gotest,node,20m,$(NODE_PACKAGE))
+	$(call gotest,kubeadm,20m,$(KUBEADM_PACKAGE))
 	@cat $(ETCDMEMBER_SLOWEST_LOG)
-	$(GOTEST) -count=1 -timeout 10m $(PACKAGING_PACKAGE)
+	$(call gotest,packaging,10m,$(PACKAGING_PACKAGE))
 	$(MAKE) --no-print-directory fuzz
 	$(MAKE) --no-print-directory verify
 
