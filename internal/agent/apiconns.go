@@ -35,6 +35,7 @@ import (
 	"k8s.io/client-go/util/connrotation"
 
 	"github.com/etcdmember/kubectl-etcdmember/internal/metrics"
+	"github.com/etcdmember/kubectl-etcdmember/internal/status"
 )
 
 const (
@@ -236,9 +237,27 @@ func (c *clientCertificate) notAfter() time.Time {
 type reconnecting struct {
 	next  http.RoundTripper
 	conns *apiConnections
+	// unbounded replaces unboundedTimeout in tests; zero means unboundedTimeout.
+	unbounded time.Duration
 }
 
 func (t *reconnecting) RoundTrip(req *http.Request) (*http.Response, error) {
+	limit := t.unbounded
+	if limit == 0 {
+		limit = unboundedTimeout
+	}
+	req, cancel := bounded(req, limit)
+	resp, err := t.roundTrip(req)
+	if err != nil {
+		cancel()
+		return resp, err
+	}
+	// The deadline covers the body, which the caller reads after RoundTrip has returned.
+	resp.Body = &afterBody{ReadCloser: resp.Body, then: cancel}
+	return resp, nil
+}
+
+func (t *reconnecting) roundTrip(req *http.Request) (*http.Response, error) {
 	sent := time.Now()
 	resp, err := t.next.RoundTrip(req)
 	if err != nil && errors.Is(err, net.ErrClosed) && (req.Method == http.MethodGet || req.Method == http.MethodHead) {
@@ -270,6 +289,33 @@ func (t *reconnecting) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body = &afterBody{ReadCloser: resp.Body, then: func() { t.conns.recheckCertificate(why) }}
 	}
 	return resp, nil
+}
+
+// unboundedTimeout bounds a request sent without a deadline of its own, a watch excepted: the
+// informers' lists and the REST mapper's discovery. One that lands on an apiserver that cannot
+// reach its etcd otherwise waits for that apiserver's own --request-timeout (a minute), and no
+// close follows: a new leader's caches once took 60 s to fill so, while the member whose etcd
+// kubeadm was upgrading stayed Healthy=True (issue #49). The status writes' timeout, which a
+// control plane that answers slowly but answers stays within (issue #48's 7 s stall).
+const unboundedTimeout = status.APITimeout
+
+// bounded gives req a deadline of limit unless it has one or is a watch, which stays open by
+// design; cancel releases it once the response's body is read.
+func bounded(req *http.Request, limit time.Duration) (*http.Request, context.CancelFunc) {
+	if _, ok := req.Context().Deadline(); ok || isWatch(req) {
+		return req, func() {}
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), limit)
+	return req.WithContext(ctx), cancel
+}
+
+// isWatch tells a watch request, as the apiserver does: the watch parameter set to true.
+func isWatch(req *http.Request) bool {
+	switch req.URL.Query().Get("watch") {
+	case "true", "1":
+		return true
+	}
+	return false
 }
 
 // WrappedRoundTripper lets client-go's debugging and connection handling see through the wrapper.

@@ -132,6 +132,28 @@ func TestReconnectOnTimeout(t *testing.T) {
 	b.want(t, 2, 1, "a request that timed out")
 }
 
+// TestUnboundedRequestTimesOut: a request sent without a deadline (an informer's list) gets one,
+// and its timeout reconnects as any other's; a watch keeps none.
+func TestUnboundedRequestTimesOut(t *testing.T) {
+	b := newAPIBackend(t)
+	b.c.Transport.(*reconnecting).unbounded = 200 * time.Millisecond
+	start := time.Now()
+	if _, _, err := b.get(context.Background(), "/hang"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("GET /hang without a deadline: %v, want the deadline exceeded", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("GET /hang without a deadline took %s", took)
+	}
+	b.want(t, 2, 1, "a request without a deadline that got none")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(time.Second, cancel)
+	if _, _, err := b.get(ctx, "/hang?watch=true"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a watch: %v, want it open until its caller cancelled it", err)
+	}
+	b.want(t, 2, 1, "a watch its caller cancelled")
+}
+
 func TestReconnectAfter504(t *testing.T) {
 	b := newAPIBackend(t)
 	// The caller still reads the apiserver's reason.

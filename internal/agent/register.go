@@ -57,6 +57,9 @@ type Registrar struct {
 	local atomic.Uint64
 	// lastSync is the outcome of the last sync, nil before the first.
 	lastSync atomic.Pointer[syncResult]
+	// lastLocal is what the last sync found of the local member, before it went to the API:
+	// nil before the first.
+	lastLocal atomic.Pointer[syncResult]
 
 	// Only the sync loop touches these.
 	last registration
@@ -150,11 +153,64 @@ func (r *Registrar) Ready() error {
 	return nil
 }
 
-// syncResult is the outcome of one sync, for Ready.
+// syncResult is the outcome of one sync, or of its part that asks the local member.
 type syncResult struct{ err error }
+
+// LocalMember reports whether the last sync reached the local member as the one registered, and
+// why not, whatever the API answered after that. It gates the agent's campaign and ends a term
+// whose member is gone (localguard.go). It is not Ready: on kubeadm's control plane an apiserver
+// whose own etcd restarts answers nothing that needs storage, and an agent whose connection went
+// there fails its registration although its member works. Counting that as a lost member kept
+// every agent out of the election while the leader's node upgraded its etcd (issue #49's CI run
+// of b0b67bb).
+func (r *Registrar) LocalMember() error {
+	last := r.lastLocal.Load()
+	switch {
+	case last == nil:
+		return errors.New("local member not registered yet")
+	case last.err != nil:
+		return fmt.Errorf("the last sync did not reach the local member: %w", last.err)
+	}
+	return nil
+}
+
+// LocalMemberNow asks the local member now, as a sync does before it goes to the API: it answers
+// as the member registered, which is still in etcd's member list. The last sync is up to an
+// interval old, and its failure may be one the member has since recovered from.
+func (r *Registrar) LocalMemberNow(ctx context.Context) error {
+	pinned := r.local.Load()
+	if pinned == 0 {
+		return errors.New("local member not registered yet")
+	}
+	st, err := r.Etcd.Status(ctx, r.Endpoint)
+	if err != nil {
+		return err
+	}
+	if st.MemberID != pinned {
+		return fmt.Errorf("the local endpoint %s answers as member %s, not %s, the one registered", r.Endpoint, etcd.IDString(st.MemberID), etcd.IDString(pinned))
+	}
+	members, _, err := r.Etcd.MemberListHeader(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := etcd.FindMember(members, pinned); !ok {
+		return notMemberError{id: pinned}
+	}
+	return nil
+}
+
+// noteLocal records what this sync found of the local member: usable only as the member pinned,
+// so that a first registration, or a take-over by a re-joined member, counts once accepted.
+func (r *Registrar) noteLocal(view localView, err error) {
+	if err == nil && view.self.ID != r.local.Load() {
+		err = fmt.Errorf("the local member %s is not registered yet", etcd.IDString(view.self.ID))
+	}
+	r.lastLocal.Store(&syncResult{err: err})
+}
 
 func (r *Registrar) sync(ctx context.Context) error {
 	view, err := r.localMember(ctx)
+	r.noteLocal(view, err)
 	var changed identityError
 	switch {
 	case errors.As(err, &changed):
@@ -204,6 +260,7 @@ func (r *Registrar) sync(ctx context.Context) error {
 		return err
 	}
 	r.accept(obj.Name, view)
+	r.noteLocal(view, nil)
 	return nil
 }
 

@@ -177,3 +177,36 @@ func TestExplainForbidden(t *testing.T) {
 		t.Error("explainForbidden(nil) is not nil")
 	}
 }
+
+// TestLocalMemberIsNotReady: what gates the campaign is the local member as the one registered,
+// not the whole registration, whose API calls may fail while the member works.
+func TestLocalMemberIsNotReady(t *testing.T) {
+	r := &Registrar{}
+	if r.LocalMember() == nil {
+		t.Fatal("before any sync, the local member counts as reached")
+	}
+	const pinned, rejoined = 0x8e9e05c52164694d, 0x1234
+	view := localView{self: etcd.Member{ID: pinned}}
+	r.noteLocal(view, nil)
+	if r.LocalMember() == nil {
+		t.Error("a member not registered yet (no pin) counts as reached")
+	}
+	r.local.Store(pinned)
+	r.noteLocal(view, nil)
+	r.lastSync.Store(&syncResult{err: errors.New("reading EtcdMember node-2: context deadline exceeded")})
+	if err := r.LocalMember(); err != nil {
+		t.Errorf("the API failed after the member answered, and LocalMember says %v", err)
+	}
+	if r.Ready() == nil {
+		t.Error("Ready ignores the failed registration")
+	}
+	r.noteLocal(localView{self: etcd.Member{ID: rejoined}}, nil)
+	if err := r.LocalMember(); err == nil || !strings.Contains(err.Error(), "not registered yet") {
+		t.Errorf("a re-joined member not taken over yet: LocalMember says %v", err)
+	}
+	down := errors.New("etcd status of https://172.29.0.2:2379: context deadline exceeded")
+	r.noteLocal(localView{}, down)
+	if err := r.LocalMember(); !errors.Is(err, down) {
+		t.Errorf("the local member down: LocalMember says %v, want it to wrap %v", err, down)
+	}
+}

@@ -7,7 +7,6 @@ package events
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -30,12 +29,24 @@ const ReportingController = "etcdmember.io/agent"
 // the same slow control plane as the status that records it.
 const writeTimeout = status.APITimeout
 
+// attemptTimeout bounds one try of a write. On kubeadm's control plane the "kubernetes" Service
+// may hand the connection to an apiserver whose etcd member was just removed or is restarting:
+// it accepts the request and answers nothing. A try that got no answer in half the write's time
+// leaves the other half to another try, on a new connection (the agent closes its API connections
+// after a request times out). The Event's name is fixed before the first try, so a try that was
+// applied but not answered makes the next one AlreadyExists, which counts as written: one Event,
+// never two. The kubeadm tier lost the Removed Event of a leave that way (issue #49).
+const attemptTimeout = writeTimeout / 2
+
 // Recorder writes Events.
 type Recorder struct {
 	Client    client.Client
 	Namespace string
 	// Instance names the agent that reports, so an operator can tell which node acted.
 	Instance string
+
+	// attemptTimeout replaces the package's in tests; zero means the package's.
+	attemptTimeout time.Duration
 }
 
 // Normal records something that went as asked.
@@ -76,17 +87,31 @@ func (r *Recorder) write(ctx context.Context, m *v1alpha1.EtcdMember, eventType,
 		},
 	}
 	// Retried: right after a removal the apiserver may still be talking to the removed member
-	// and answer "raft: stopped" once.
-	err := retry.OnError(retry.DefaultBackoff, transient, func() error { return r.Client.Create(ctx, ev) })
+	// and answer "raft: stopped" once, or not answer at all (attemptTimeout).
+	perTry := r.attemptTimeout
+	if perTry == 0 {
+		perTry = attemptTimeout
+	}
+	tries := 0
+	transient := func(err error) bool { return ctx.Err() == nil && !permanent(err) }
+	err := retry.OnError(retry.DefaultBackoff, transient, func() error {
+		tries++
+		try, cancel := context.WithTimeout(ctx, perTry)
+		defer cancel()
+		err := r.Client.Create(try, ev)
+		if tries > 1 && apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
 	if err != nil {
-		logf.FromContext(ctx).Error(err, "Writing event failed", "reason", reason, "note", note)
+		logf.FromContext(ctx).Error(err, "Writing event failed", "reason", reason, "note", note, "tries", tries)
 	}
 }
 
-// transient tells errors worth another try from those that will not change.
-func transient(err error) bool {
-	return !apierrors.IsAlreadyExists(err) && !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) &&
-		!errors.Is(err, context.DeadlineExceeded)
+// permanent tells the errors that another try would meet again.
+func permanent(err error) bool {
+	return apierrors.IsAlreadyExists(err) || apierrors.IsForbidden(err) || apierrors.IsInvalid(err)
 }
 
 func truncate(s string, n int) string {
