@@ -143,18 +143,23 @@ func (r *Registrar) CRDInstalled() error {
 // Ready reports whether the last sync succeeded, and why not; it backs the agent's readiness
 // probe, whose /readyz/registered then names the cause (etcd, the API, a certificate).
 func (r *Registrar) Ready() error {
-	last := r.lastSync.Load()
-	switch {
-	case last == nil:
-		return errors.New("local member not registered yet")
-	case last.err != nil:
-		return fmt.Errorf("the last registration of the local member failed: %w", last.err)
-	}
-	return nil
+	return r.lastSync.Load().explain("the last registration of the local member failed")
 }
 
 // syncResult is the outcome of one sync, or of its part that asks the local member.
 type syncResult struct{ err error }
+
+// explain is nil for a sync that succeeded, and otherwise says what failed, and why; a nil
+// result is a sync that has not happened yet.
+func (s *syncResult) explain(failed string) error {
+	switch {
+	case s == nil:
+		return errors.New("local member not registered yet")
+	case s.err != nil:
+		return fmt.Errorf("%s: %w", failed, s.err)
+	}
+	return nil
+}
 
 // LocalMember reports whether the last sync reached the local member as the one registered, and
 // why not, whatever the API answered after that. It gates the agent's campaign and ends a term
@@ -164,14 +169,7 @@ type syncResult struct{ err error }
 // every agent out of the election while the leader's node upgraded its etcd (issue #49's CI run
 // of b0b67bb).
 func (r *Registrar) LocalMember() error {
-	last := r.lastLocal.Load()
-	switch {
-	case last == nil:
-		return errors.New("local member not registered yet")
-	case last.err != nil:
-		return fmt.Errorf("the last sync did not reach the local member: %w", last.err)
-	}
-	return nil
+	return r.lastLocal.Load().explain("the last sync did not reach the local member")
 }
 
 // LocalMemberNow asks the local member now, as a sync does before it goes to the API: it answers
